@@ -1,0 +1,194 @@
+//! `agent-lsp doctor`: what is configured, where data lives, whether it all works.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::{Config, LayerState, Layers, ProviderKind};
+use crate::store::Store;
+
+#[derive(Debug, Serialize)]
+struct Check {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    version: &'static str,
+    workspace: PathBuf,
+    layers: Vec<LayerState>,
+    effective: Config,
+    checks: Vec<Check>,
+}
+
+pub async fn run(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<i32> {
+    let cwd = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir()?,
+    };
+    let workspace = crate::workspace::root_for_file(&cwd.join("."));
+    let mut layers = Layers::default();
+    let config_errors = layers.load_files(Some(&workspace));
+    let effective = layers.effective();
+
+    let mut checks = vec![Check {
+        name: "config",
+        ok: config_errors.is_empty(),
+        detail: if config_errors.is_empty() {
+            format!("{} file layer(s) read", layers.states().len())
+        } else {
+            config_errors.join("; ")
+        },
+    }];
+    checks.push(database_check());
+    checks.push(provider_check(&effective).await);
+
+    let report = Report {
+        version: env!("CARGO_PKG_VERSION"),
+        workspace,
+        layers: layers.states().to_vec(),
+        effective,
+        checks,
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        write_report(&mut out, &report)?;
+    }
+    Ok(if report.checks.iter().all(|c| c.ok) { 0 } else { 1 })
+}
+
+fn write_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
+    writeln!(out, "agent-lsp {}", r.version)?;
+    writeln!(out, "workspace      {}", r.workspace.display())?;
+    writeln!(out, "user config    {}", crate::paths::user_config_file().display())?;
+    for l in &r.layers {
+        let path = l.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        let state = l.error.as_deref().unwrap_or("ok");
+        writeln!(out, "  layer {:?}: {path} ({state})", l.source)?;
+    }
+    let c = &r.effective;
+    let provider = c
+        .provider
+        .map(|p| format!("{p:?}").to_lowercase())
+        .unwrap_or_else(|| "none (the offline demo uses the scripted model)".into());
+    writeln!(out, "provider       {provider}")?;
+    if let Some(m) = &c.model {
+        writeln!(out, "model          {m}")?;
+    }
+    if let Some(u) = &c.base_url {
+        writeln!(out, "base url       {u}")?;
+    }
+    if let Some(var) = &c.api_key_env {
+        let set = std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        writeln!(out, "api key        ${var} ({})", if set { "set" } else { "not set" })?;
+    }
+    writeln!(out, "mode           {}  (max {} steps)", c.mode, c.max_steps)?;
+    writeln!(out, "data dir       {}", crate::paths::data_dir().display())?;
+    for check in &r.checks {
+        let mark = if check.ok { "ok  " } else { "FAIL" };
+        writeln!(out, "[{mark}] {:<9} {}", check.name, check.detail)?;
+    }
+    Ok(())
+}
+
+fn database_check() -> Check {
+    let result = Store::open_default().and_then(|store| {
+        let health = store.integrity_check()?;
+        let events = store.event_count()?;
+        let sessions = store.sessions()?.len();
+        Ok((store.path().to_path_buf(), health, events, sessions))
+    });
+    match result {
+        Ok((path, health, events, sessions)) => Check {
+            name: "database",
+            ok: health == "ok",
+            detail: format!(
+                "{}: integrity {health}, {events} events, {sessions} sessions",
+                path.display()
+            ),
+        },
+        Err(e) => Check {
+            name: "database",
+            ok: false,
+            detail: e.to_string(),
+        },
+    }
+}
+
+async fn provider_check(c: &Config) -> Check {
+    let fail = |detail: String| Check {
+        name: "provider",
+        ok: false,
+        detail,
+    };
+    let Some(kind) = c.provider else {
+        return Check {
+            name: "provider",
+            ok: true,
+            detail: "none configured".into(),
+        };
+    };
+    if kind == ProviderKind::Scripted {
+        return match &c.script {
+            Some(path) if path.is_file() => Check {
+                name: "provider",
+                ok: true,
+                detail: format!("scripted: {}", path.display()),
+            },
+            Some(path) => fail(format!("scripted: {} is not a file", path.display())),
+            None => fail("scripted provider without `script`".into()),
+        };
+    }
+    let Some(base) = &c.base_url else {
+        return fail("no base_url".into());
+    };
+    let key = c
+        .api_key_env
+        .as_deref()
+        .and_then(|var| std::env::var(var).ok())
+        .filter(|k| !k.is_empty());
+    let url = match kind {
+        ProviderKind::Anthropic => format!("{}/v1/models", base.trim_end_matches('/')),
+        _ => format!("{}/models", base.trim_end_matches('/')),
+    };
+    let client = match reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot build an HTTP client: {e}")),
+    };
+    let mut request = client.get(&url);
+    if let Some(key) = key {
+        request = match kind {
+            ProviderKind::Anthropic => request
+                .header("x-api-key", key)
+                .header("anthropic-version", "2023-06-01"),
+            _ => request.bearer_auth(key),
+        };
+    }
+    let started = Instant::now();
+    match request.send().await {
+        Ok(resp) => {
+            let status = resp.status();
+            let ms = started.elapsed().as_millis();
+            let auth_hint = match (status.as_u16(), &c.api_key_env) {
+                (401 | 403, Some(var)) => format!(" (check ${var})"),
+                _ => String::new(),
+            };
+            Check {
+                name: "provider",
+                ok: status.is_success(),
+                detail: format!("GET {url}: HTTP {status} in {ms} ms{auth_hint}"),
+            }
+        }
+        Err(e) => fail(format!("GET {url}: not reachable: {e}")),
+    }
+}

@@ -1,0 +1,78 @@
+//! The command line: the LSP server (default) and the commands around it.
+
+mod doctor;
+mod session;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// A language server that puts a coding agent inside any LSP editor.
+///
+/// With no command, serves the Language Server Protocol on stdin/stdout: point your editor's
+/// LSP client at `agent-lsp`. Logs go to stderr (level from AGENT_LSP_LOG, e.g.
+/// AGENT_LSP_LOG=debug) or to --log-file. Data lives in $AGENT_LSP_DATA_DIR (default
+/// $XDG_DATA_HOME/agent-lsp); configuration in $XDG_CONFIG_HOME/agent-lsp/config.toml and
+/// <workspace>/.agent-lsp.toml.
+#[derive(Debug, Parser)]
+#[command(name = "agent-lsp", version, about, long_about)]
+pub struct Cli {
+    /// Write logs to this file instead of stderr.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the Language Server Protocol over stdio (the default).
+    Lsp,
+    /// Inspect and maintain stored sessions.
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// Check the setup: configuration layers, data directory, database, provider.
+    Doctor {
+        /// The workspace to check (default: the current directory's project).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// List sessions, most recently updated first.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one session: its messages, parts, pending input and todos.
+    Show {
+        /// The session id (a unique prefix is enough).
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recompute every projection from the event log.
+    Rebuild,
+}
+
+/// Runs a non-LSP command; returns the process exit code.
+pub async fn run(command: Command) -> i32 {
+    let result = match command {
+        Command::Lsp => unreachable!("main serves LSP itself"),
+        Command::Session(cmd) => session::run(cmd),
+        Command::Doctor { cwd, json } => doctor::run(cwd, json).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("agent-lsp: {e:#}");
+            1
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Layered configuration.
+//!
+//! Layers, later wins: built-in defaults < user file (`$XDG_CONFIG_HOME/agent-lsp/config.toml`)
+//! < workspace file (`<root>/.agent-lsp.toml`) < `initializationOptions` <
+//! `workspace/didChangeConfiguration`. Every layer is one [`ConfigLayer`]: TOML files and
+//! JSON from the client share the same serde schema, which refuses unknown keys by name.
+//! A layer that fails to parse keeps its last good value, so a typo never takes the server down.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Which model API to talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions and every server that speaks it.
+    Openai,
+    Anthropic,
+    /// OpenAI-compatible, at Ollama's default address.
+    Ollama,
+    /// A model script replayed in process (offline demo, tests).
+    Scripted,
+}
+
+impl ProviderKind {
+    pub fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            Self::Openai => Some("https://api.openai.com/v1"),
+            Self::Anthropic => Some("https://api.anthropic.com"),
+            Self::Ollama => Some("http://127.0.0.1:11434/v1"),
+            Self::Scripted => None,
+        }
+    }
+
+    /// The environment variable that holds the key unless `api_key_env` names another.
+    pub fn default_api_key_env(self) -> Option<&'static str> {
+        match self {
+            Self::Openai => Some("OPENAI_API_KEY"),
+            Self::Anthropic => Some("ANTHROPIC_API_KEY"),
+            Self::Ollama | Self::Scripted => None,
+        }
+    }
+}
+
+/// What a permission rule decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// One permission key's rule: a single action, or glob pattern → action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PermissionRule {
+    Action(Action),
+    Patterns(BTreeMap<String, Action>),
+}
+
+/// One configuration layer; every key optional. Keys are snake_case in TOML and JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigLayer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The name of the environment variable that holds the API key (never the key itself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The model script for the `scripted` provider.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+    /// `build`, `plan` or `auto`; any other value denies every tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission: Option<BTreeMap<String, PermissionRule>>,
+}
+
+impl ConfigLayer {
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+    }
+
+    /// Client settings. `null` is an empty layer; settings nested under an `agent-lsp` key
+    /// (as some clients send `workspace/didChangeConfiguration`) are unwrapped.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
+        let value = match value {
+            serde_json::Value::Null => return Ok(Self::default()),
+            serde_json::Value::Object(map) if map.len() == 1 => map
+                .get("agent-lsp")
+                .or_else(|| map.get("agent_lsp"))
+                .unwrap_or(value),
+            _ => value,
+        };
+        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+    }
+
+    /// `other` on top of `self`: its set keys win; permission maps merge per key.
+    fn overlay(&mut self, other: &ConfigLayer) {
+        macro_rules! take {
+            ($($field:ident),*) => {$(
+                if other.$field.is_some() {
+                    self.$field = other.$field.clone();
+                }
+            )*};
+        }
+        take!(provider, model, base_url, api_key_env, script, max_steps, mode, snapshot);
+        if let Some(rules) = &other.permission {
+            let merged = self.permission.get_or_insert_with(BTreeMap::new);
+            for (key, rule) in rules {
+                merged.insert(key.clone(), rule.clone());
+            }
+        }
+    }
+}
+
+/// The effective configuration after all layers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// `None` until someone configures a provider; the CLI then offers the offline demo.
+    pub provider: Option<ProviderKind>,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    pub script: Option<PathBuf>,
+    pub max_steps: u32,
+    pub mode: String,
+    pub snapshot: bool,
+    pub permission: BTreeMap<String, PermissionRule>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::from_layer(ConfigLayer::default())
+    }
+}
+
+impl Config {
+    pub const DEFAULT_MAX_STEPS: u32 = 50;
+
+    fn from_layer(layer: ConfigLayer) -> Self {
+        let base_url = layer
+            .base_url
+            .or_else(|| layer.provider.and_then(|p| p.default_base_url().map(String::from)));
+        let api_key_env = layer.api_key_env.or_else(|| {
+            layer
+                .provider
+                .and_then(|p| p.default_api_key_env().map(String::from))
+        });
+        Self {
+            provider: layer.provider,
+            model: layer.model,
+            base_url,
+            api_key_env,
+            script: layer.script,
+            max_steps: layer.max_steps.unwrap_or(Self::DEFAULT_MAX_STEPS),
+            mode: layer.mode.unwrap_or_else(|| "build".into()),
+            snapshot: layer.snapshot.unwrap_or(true),
+            permission: layer.permission.unwrap_or_default(),
+        }
+    }
+}
+
+/// Where a layer came from, in precedence order (later wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerSource {
+    User,
+    Workspace,
+    InitializationOptions,
+    DidChangeConfiguration,
+}
+
+/// The state of one layer: its last good value and the latest problem, if any.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerState {
+    pub source: LayerSource,
+    /// The file, for file layers.
+    pub path: Option<PathBuf>,
+    pub layer: ConfigLayer,
+    pub error: Option<String>,
+}
+
+/// All layers, and the configuration they add up to.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Layers {
+    layers: Vec<LayerState>,
+}
+
+impl Layers {
+    /// Sets one layer. On error the layer keeps its last good value, and the returned message
+    /// says what is wrong and where, for the user.
+    pub fn set(
+        &mut self,
+        source: LayerSource,
+        path: Option<PathBuf>,
+        parsed: Result<ConfigLayer, String>,
+    ) -> Result<(), String> {
+        let pos = self.layers.iter().position(|l| l.source == source);
+        let state = match pos {
+            Some(i) => &mut self.layers[i],
+            None => {
+                self.layers.push(LayerState {
+                    source,
+                    path: None,
+                    layer: ConfigLayer::default(),
+                    error: None,
+                });
+                self.layers.sort_by_key(|l| l.source);
+                let i = self.layers.iter().position(|l| l.source == source);
+                &mut self.layers[i.expect("just inserted")]
+            }
+        };
+        state.path = path;
+        match parsed {
+            Ok(layer) => {
+                state.layer = layer;
+                state.error = None;
+                Ok(())
+            }
+            Err(e) => {
+                let place = match &state.path {
+                    Some(p) => p.display().to_string(),
+                    None => format!("{source:?}"),
+                };
+                let msg = format!("agent-lsp: bad configuration in {place}: {e}");
+                state.error = Some(msg.clone());
+                Err(msg)
+            }
+        }
+    }
+
+    /// Reads a TOML file layer. A missing file is an empty layer, not an error.
+    pub fn load_file(&mut self, source: LayerSource, path: &Path) -> Result<(), String> {
+        let parsed = match std::fs::read_to_string(path) {
+            Ok(text) => ConfigLayer::from_toml(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.layers.retain(|l| l.source != source);
+                return Ok(());
+            }
+            Err(e) => Err(format!("cannot read: {e}")),
+        };
+        self.set(source, Some(path.to_path_buf()), parsed)
+    }
+
+    /// Loads the two file layers (user, then the workspace's if a root is known).
+    pub fn load_files(&mut self, workspace_root: Option<&Path>) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Err(e) = self.load_file(LayerSource::User, &crate::paths::user_config_file()) {
+            errors.push(e);
+        }
+        if let Some(root) = workspace_root
+            && let Err(e) = self.load_file(
+                LayerSource::Workspace,
+                &root.join(crate::paths::WORKSPACE_CONFIG_FILE),
+            )
+        {
+            errors.push(e);
+        }
+        errors
+    }
+
+    pub fn states(&self) -> &[LayerState] {
+        &self.layers
+    }
+
+    pub fn effective(&self) -> Config {
+        let mut merged = ConfigLayer::default();
+        for state in &self.layers {
+            merged.overlay(&state.layer);
+        }
+        Config::from_layer(merged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn later_layers_win_and_permissions_merge_per_key() {
+        let mut layers = Layers::default();
+        layers
+            .set(
+                LayerSource::User,
+                None,
+                ConfigLayer::from_toml(
+                    "provider = \"anthropic\"\nmodel = \"a\"\nmax_steps = 7\n[permission]\nedit = \"ask\"\nbash = { \"*\" = \"ask\", \"git status*\" = \"allow\" }\n",
+                ),
+            )
+            .unwrap();
+        layers
+            .set(
+                LayerSource::InitializationOptions,
+                None,
+                ConfigLayer::from_json(&json!({"model": "b", "permission": {"edit": "allow"}})),
+            )
+            .unwrap();
+        layers
+            .set(
+                LayerSource::Workspace,
+                None,
+                ConfigLayer::from_toml("model = \"w\"\nmode = \"plan\""),
+            )
+            .unwrap();
+        let c = layers.effective();
+        assert_eq!(c.provider, Some(ProviderKind::Anthropic));
+        assert_eq!(c.model.as_deref(), Some("b"));
+        assert_eq!(c.mode, "plan");
+        assert_eq!(c.max_steps, 7);
+        assert_eq!(c.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        assert_eq!(c.base_url.as_deref(), Some("https://api.anthropic.com"));
+        assert_eq!(c.permission["edit"], PermissionRule::Action(Action::Allow));
+        assert!(matches!(c.permission["bash"], PermissionRule::Patterns(_)));
+    }
+
+    #[test]
+    fn unknown_keys_are_named_in_both_formats() {
+        let e = ConfigLayer::from_toml("modle = \"x\"").unwrap_err();
+        assert!(e.contains("modle"), "{e}");
+        let e = ConfigLayer::from_json(&json!({"max_stepz": 3})).unwrap_err();
+        assert!(e.contains("max_stepz"), "{e}");
+        let e = ConfigLayer::from_json(&json!({"provider": "gpt"})).unwrap_err();
+        assert!(e.contains("gpt"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_layer_keeps_its_last_good_value() {
+        let mut layers = Layers::default();
+        layers
+            .set(LayerSource::Workspace, None, ConfigLayer::from_toml("model = \"good\""))
+            .unwrap();
+        let err = layers
+            .set(LayerSource::Workspace, None, ConfigLayer::from_toml("model = "))
+            .unwrap_err();
+        assert!(err.contains("bad configuration"), "{err}");
+        assert_eq!(layers.effective().model.as_deref(), Some("good"));
+    }
+
+    #[test]
+    fn ollama_defaults_and_nested_client_settings() {
+        let layer = ConfigLayer::from_json(&json!({"agent-lsp": {"provider": "ollama"}})).unwrap();
+        let mut layers = Layers::default();
+        layers.set(LayerSource::DidChangeConfiguration, None, Ok(layer)).unwrap();
+        let c = layers.effective();
+        assert_eq!(c.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
+        assert_eq!(c.api_key_env, None);
+        assert_eq!(Config::default().max_steps, 50);
+        assert!(Config::default().snapshot);
+    }
+}

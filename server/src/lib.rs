@@ -1,0 +1,11 @@
+//! agent-lsp: a language server that runs a coding agent inside any LSP editor.
+//!
+//! See ARCHITECTURE.md for the layers and their invariants.
+
+pub mod cli;
+pub mod config;
+pub mod logging;
+pub mod lsp;
+pub mod paths;
+pub mod store;
+pub mod workspace;

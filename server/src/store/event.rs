@@ -1,0 +1,171 @@
+//! The events of the ledger. Every change to a session is one of these; the projections are
+//! derived from them and can be rebuilt from them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One todo item as the model writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: String,
+    #[serde(default)]
+    pub priority: String,
+}
+
+/// An event as stored: `type` is the tag, the rest is the payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    SessionCreated {
+        workspace: String,
+        title: String,
+    },
+    SessionRenamed {
+        title: String,
+    },
+    /// `idle`, `busy` or `waiting`.
+    SessionStatus {
+        status: String,
+    },
+    SessionModeSet {
+        mode: String,
+    },
+    SessionDeleted,
+    /// User input, persisted before it is acknowledged; it waits in the inbox.
+    InputAdmitted {
+        input_id: String,
+        text: String,
+        #[serde(default)]
+        context: Value,
+    },
+    /// Inbox input becomes a user message with one text part.
+    InputPromoted {
+        input_id: String,
+        message_id: String,
+        part_id: String,
+    },
+    MessageStarted {
+        message_id: String,
+        role: String,
+        #[serde(default)]
+        meta: Value,
+    },
+    /// A part of a message: `text`, `reasoning`, `tool`, `step_start`, `patch`, ...
+    PartAdded {
+        part_id: String,
+        message_id: String,
+        kind: String,
+        #[serde(default)]
+        data: Value,
+        #[serde(default)]
+        status: Option<String>,
+    },
+    /// Streamed text appended to a text or reasoning part (deltas are batched by the writer).
+    TextAppended {
+        part_id: String,
+        text: String,
+    },
+    /// Replaces a part's data and/or status.
+    PartUpdated {
+        part_id: String,
+        #[serde(default)]
+        data: Option<Value>,
+        #[serde(default)]
+        status: Option<String>,
+    },
+    /// Deletes a message and every later one of its session (revert commit).
+    MessagesDeleted {
+        from_message_id: String,
+    },
+    PermissionGranted {
+        project: String,
+        permission: String,
+        pattern: String,
+    },
+    PermissionRevoked {
+        project: String,
+        permission: String,
+        pattern: String,
+    },
+    ContextEpochStarted {
+        epoch_id: String,
+        baseline: String,
+        #[serde(default)]
+        change_record: Value,
+        #[serde(default)]
+        snapshot: Option<String>,
+    },
+    TodosReplaced {
+        todos: Vec<Todo>,
+    },
+}
+
+impl Event {
+    /// Everything but permission grants belongs to a session and needs its id.
+    pub fn is_session_scoped(&self) -> bool {
+        !matches!(
+            self,
+            Self::PermissionGranted { .. } | Self::PermissionRevoked { .. }
+        )
+    }
+
+    /// The stored `type` column.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::SessionCreated { .. } => "session_created",
+            Self::SessionRenamed { .. } => "session_renamed",
+            Self::SessionStatus { .. } => "session_status",
+            Self::SessionModeSet { .. } => "session_mode_set",
+            Self::SessionDeleted => "session_deleted",
+            Self::InputAdmitted { .. } => "input_admitted",
+            Self::InputPromoted { .. } => "input_promoted",
+            Self::MessageStarted { .. } => "message_started",
+            Self::PartAdded { .. } => "part_added",
+            Self::TextAppended { .. } => "text_appended",
+            Self::PartUpdated { .. } => "part_updated",
+            Self::MessagesDeleted { .. } => "messages_deleted",
+            Self::PermissionGranted { .. } => "permission_granted",
+            Self::PermissionRevoked { .. } => "permission_revoked",
+            Self::ContextEpochStarted { .. } => "context_epoch_started",
+            Self::TodosReplaced { .. } => "todos_replaced",
+        }
+    }
+}
+
+/// A stored event with its place in the ledger.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Envelope {
+    pub seq: i64,
+    pub session_id: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    pub event: Event,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_name_matches_the_serde_tag() {
+        let samples = [
+            Event::SessionDeleted,
+            Event::SessionCreated {
+                workspace: "/w".into(),
+                title: "t".into(),
+            },
+            Event::TodosReplaced { todos: vec![] },
+            Event::ContextEpochStarted {
+                epoch_id: "e".into(),
+                baseline: "b".into(),
+                change_record: Value::Null,
+                snapshot: None,
+            },
+        ];
+        for e in samples {
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["type"], e.type_name());
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Projections: tables derived from the ledger.
+//!
+//! [`apply`] is the only code that writes them. It reads nothing but the projection state and
+//! the event (its time is the event's own `created_at`, never the clock), so replaying the
+//! ledger in `seq` order rebuilds exactly what live appends produced. Events that refer to
+//! rows that no longer exist change nothing.
+
+use rusqlite::{Transaction, params};
+
+use super::event::{Envelope, Event};
+
+/// Projection tables, in the order they are cleared on rebuild.
+pub const TABLES: &[&str] = &[
+    "part",
+    "message",
+    "inbox",
+    "todo",
+    "context_epoch",
+    "permission_grant",
+    "session",
+];
+
+pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
+    let at = env.created_at;
+    let sid = env.session_id.as_deref();
+    if env.event.is_session_scoped() && sid.is_none() {
+        return Ok(());
+    }
+    let touch = |tx: &Transaction<'_>| {
+        tx.execute(
+            "UPDATE session SET updated_at = ?2 WHERE id = ?1",
+            params![sid, at],
+        )
+    };
+    match &env.event {
+        Event::SessionCreated { workspace, title } => {
+            tx.execute(
+                "INSERT OR IGNORE INTO session (id, workspace, title, status, mode, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, 'idle', NULL, ?4, ?4)",
+                params![sid, workspace, title, at],
+            )?;
+        }
+        Event::SessionRenamed { title } => {
+            tx.execute(
+                "UPDATE session SET title = ?2, updated_at = ?3 WHERE id = ?1",
+                params![sid, title, at],
+            )?;
+        }
+        Event::SessionStatus { status } => {
+            tx.execute(
+                "UPDATE session SET status = ?2, updated_at = ?3 WHERE id = ?1",
+                params![sid, status, at],
+            )?;
+        }
+        Event::SessionModeSet { mode } => {
+            tx.execute(
+                "UPDATE session SET mode = ?2, updated_at = ?3 WHERE id = ?1",
+                params![sid, mode, at],
+            )?;
+        }
+        Event::SessionDeleted => {
+            for table in ["part", "message", "inbox", "todo", "context_epoch"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE session_id = ?1"),
+                    params![sid],
+                )?;
+            }
+            tx.execute("DELETE FROM session WHERE id = ?1", params![sid])?;
+        }
+        Event::InputAdmitted {
+            input_id,
+            text,
+            context,
+        } => {
+            tx.execute(
+                "INSERT OR IGNORE INTO inbox (id, session_id, text, context, admitted_seq, admitted_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![input_id, sid, text, context.to_string(), env.seq, at],
+            )?;
+            touch(tx)?;
+        }
+        Event::InputPromoted {
+            input_id,
+            message_id,
+            part_id,
+        } => {
+            let text: Option<String> = tx
+                .query_row(
+                    "SELECT text FROM inbox WHERE id = ?1 AND session_id IS ?2",
+                    params![input_id, sid],
+                    |r| r.get(0),
+                )
+                .ok();
+            let Some(text) = text else { return Ok(()) };
+            tx.execute("DELETE FROM inbox WHERE id = ?1", params![input_id])?;
+            let added = tx.execute(
+                "INSERT OR IGNORE INTO message (id, session_id, role, seq, meta, created_at)
+                 VALUES (?1, ?2, 'user', ?3, 'null', ?4)",
+                params![message_id, sid, env.seq, at],
+            )?;
+            if added == 1 {
+                add_part(
+                    tx,
+                    part_id,
+                    message_id,
+                    sid,
+                    "text",
+                    &serde_json::json!({ "text": text }).to_string(),
+                    None,
+                    env,
+                )?;
+            }
+            touch(tx)?;
+        }
+        Event::MessageStarted {
+            message_id,
+            role,
+            meta,
+        } => {
+            tx.execute(
+                "INSERT OR IGNORE INTO message (id, session_id, role, seq, meta, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![message_id, sid, role, env.seq, meta.to_string(), at],
+            )?;
+            touch(tx)?;
+        }
+        Event::PartAdded {
+            part_id,
+            message_id,
+            kind,
+            data,
+            status,
+        } => {
+            let exists: bool = tx.query_row(
+                "SELECT EXISTS(SELECT 1 FROM message WHERE id = ?1 AND session_id IS ?2)",
+                params![message_id, sid],
+                |r| r.get(0),
+            )?;
+            if exists {
+                add_part(
+                    tx,
+                    part_id,
+                    message_id,
+                    sid,
+                    kind,
+                    &data.to_string(),
+                    status.as_deref(),
+                    env,
+                )?;
+                touch(tx)?;
+            }
+        }
+        Event::TextAppended { part_id, text } => {
+            // Appends to data.text with SQLite's JSON functions, so a long streamed answer
+            // never round-trips through Rust per batch.
+            tx.execute(
+                "UPDATE part SET data = json_set(data, '$.text', coalesce(json_extract(data, '$.text'), '') || ?2),
+                                 updated_at = ?3
+                 WHERE id = ?1 AND session_id IS ?4",
+                params![part_id, text, at, sid],
+            )?;
+        }
+        Event::PartUpdated {
+            part_id,
+            data,
+            status,
+        } => {
+            if let Some(data) = data {
+                tx.execute(
+                    "UPDATE part SET data = ?2, updated_at = ?3 WHERE id = ?1 AND session_id IS ?4",
+                    params![part_id, data.to_string(), at, sid],
+                )?;
+            }
+            if let Some(status) = status {
+                tx.execute(
+                    "UPDATE part SET status = ?2, updated_at = ?3 WHERE id = ?1 AND session_id IS ?4",
+                    params![part_id, status, at, sid],
+                )?;
+            }
+        }
+        Event::MessagesDeleted { from_message_id } => {
+            let from: Option<i64> = tx
+                .query_row(
+                    "SELECT seq FROM message WHERE id = ?1 AND session_id IS ?2",
+                    params![from_message_id, sid],
+                    |r| r.get(0),
+                )
+                .ok();
+            if let Some(from) = from {
+                tx.execute(
+                    "DELETE FROM part WHERE message_id IN
+                       (SELECT id FROM message WHERE session_id IS ?1 AND seq >= ?2)",
+                    params![sid, from],
+                )?;
+                tx.execute(
+                    "DELETE FROM message WHERE session_id IS ?1 AND seq >= ?2",
+                    params![sid, from],
+                )?;
+                touch(tx)?;
+            }
+        }
+        Event::PermissionGranted {
+            project,
+            permission,
+            pattern,
+        } => {
+            tx.execute(
+                "INSERT OR REPLACE INTO permission_grant (project, permission, pattern, created_at)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![project, permission, pattern, at],
+            )?;
+        }
+        Event::PermissionRevoked {
+            project,
+            permission,
+            pattern,
+        } => {
+            tx.execute(
+                "DELETE FROM permission_grant WHERE project = ?1 AND permission = ?2 AND pattern = ?3",
+                params![project, permission, pattern],
+            )?;
+        }
+        Event::ContextEpochStarted {
+            epoch_id,
+            baseline,
+            change_record,
+            snapshot,
+        } => {
+            tx.execute(
+                "INSERT OR IGNORE INTO context_epoch (id, session_id, baseline, change_record, snapshot, baseline_seq, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![epoch_id, sid, baseline, change_record.to_string(), snapshot, env.seq, at],
+            )?;
+        }
+        Event::TodosReplaced { todos } => {
+            tx.execute("DELETE FROM todo WHERE session_id IS ?1", params![sid])?;
+            for (i, t) in todos.iter().enumerate() {
+                tx.execute(
+                    "INSERT INTO todo (session_id, position, content, status, priority)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![sid, i as i64, t.content, t.status, t.priority],
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn add_part(
+    tx: &Transaction<'_>,
+    part_id: &str,
+    message_id: &str,
+    session_id: Option<&str>,
+    kind: &str,
+    data: &str,
+    status: Option<&str>,
+    env: &Envelope,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT OR IGNORE INTO part (id, message_id, session_id, seq, kind, data, status, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            part_id,
+            message_id,
+            session_id,
+            env.seq,
+            kind,
+            data,
+            status,
+            env.created_at
+        ],
+    )?;
+    Ok(())
+}

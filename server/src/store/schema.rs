@@ -1,0 +1,95 @@
+//! Schema migrations, keyed on SQLite's `user_version`: migration N brings version N-1 to N.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{Result, StoreError};
+
+const MIGRATIONS: &[&str] = &[
+    // 1: the ledger and the projections of DESIGN §2.
+    "CREATE TABLE event (
+         seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+         session_id TEXT,
+         type       TEXT NOT NULL,
+         payload    TEXT NOT NULL,
+         created_at INTEGER NOT NULL
+     );
+     CREATE INDEX event_session ON event (session_id, seq);
+     CREATE TABLE session (
+         id         TEXT PRIMARY KEY,
+         workspace  TEXT NOT NULL,
+         title      TEXT NOT NULL,
+         status     TEXT NOT NULL,
+         mode       TEXT,
+         created_at INTEGER NOT NULL,
+         updated_at INTEGER NOT NULL
+     );
+     CREATE TABLE message (
+         id         TEXT PRIMARY KEY,
+         session_id TEXT NOT NULL,
+         role       TEXT NOT NULL,
+         seq        INTEGER NOT NULL,
+         meta       TEXT NOT NULL,
+         created_at INTEGER NOT NULL
+     );
+     CREATE INDEX message_session ON message (session_id, seq);
+     CREATE TABLE part (
+         id         TEXT PRIMARY KEY,
+         message_id TEXT NOT NULL,
+         session_id TEXT,
+         seq        INTEGER NOT NULL,
+         kind       TEXT NOT NULL,
+         data       TEXT NOT NULL,
+         status     TEXT,
+         updated_at INTEGER NOT NULL
+     );
+     CREATE INDEX part_message ON part (message_id, seq);
+     CREATE TABLE inbox (
+         id           TEXT PRIMARY KEY,
+         session_id   TEXT,
+         text         TEXT NOT NULL,
+         context      TEXT NOT NULL,
+         admitted_seq INTEGER NOT NULL,
+         admitted_at  INTEGER NOT NULL
+     );
+     CREATE TABLE permission_grant (
+         project    TEXT NOT NULL,
+         permission TEXT NOT NULL,
+         pattern    TEXT NOT NULL,
+         created_at INTEGER NOT NULL,
+         PRIMARY KEY (project, permission, pattern)
+     );
+     CREATE TABLE context_epoch (
+         id            TEXT PRIMARY KEY,
+         session_id    TEXT,
+         baseline      TEXT NOT NULL,
+         change_record TEXT NOT NULL,
+         snapshot      TEXT,
+         baseline_seq  INTEGER NOT NULL,
+         created_at    INTEGER NOT NULL
+     );
+     CREATE TABLE todo (
+         session_id TEXT,
+         position   INTEGER NOT NULL,
+         content    TEXT NOT NULL,
+         status     TEXT NOT NULL,
+         priority   TEXT NOT NULL,
+         PRIMARY KEY (session_id, position)
+     );",
+];
+
+pub fn migrate(conn: &mut Connection) -> Result<()> {
+    let known = MIGRATIONS.len() as i64;
+    // The check and the upgrade happen under one write lock, so two processes starting at once
+    // cannot both run a migration.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > known {
+        return Err(StoreError::TooNew { found, known });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+    }
+    tx.commit()?;
+    Ok(())
+}

@@ -1,0 +1,219 @@
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::*;
+
+fn temp_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("agent-lsp.db")).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn a_session_is_projected_from_its_events() {
+    let (_dir, mut store) = temp_store();
+    let s = Some("s1");
+    store
+        .append(
+            s,
+            &Event::SessionCreated {
+                workspace: "/w".into(),
+                title: "first".into(),
+            },
+        )
+        .unwrap();
+    store
+        .append(
+            s,
+            &Event::InputAdmitted {
+                input_id: "i1".into(),
+                text: "hello".into(),
+                context: Value::Null,
+            },
+        )
+        .unwrap();
+    assert_eq!(store.inbox("s1").unwrap().len(), 1);
+    store
+        .append(
+            s,
+            &Event::InputPromoted {
+                input_id: "i1".into(),
+                message_id: "m1".into(),
+                part_id: "p1".into(),
+            },
+        )
+        .unwrap();
+    store
+        .append_all(&[
+            (
+                s,
+                Event::MessageStarted {
+                    message_id: "m2".into(),
+                    role: "assistant".into(),
+                    meta: json!({"model": "x"}),
+                },
+            ),
+            (
+                s,
+                Event::PartAdded {
+                    part_id: "p2".into(),
+                    message_id: "m2".into(),
+                    kind: "text".into(),
+                    data: json!({"text": ""}),
+                    status: None,
+                },
+            ),
+            (
+                s,
+                Event::TextAppended {
+                    part_id: "p2".into(),
+                    text: "Hi ".into(),
+                },
+            ),
+            (
+                s,
+                Event::TextAppended {
+                    part_id: "p2".into(),
+                    text: "there 🦀".into(),
+                },
+            ),
+        ])
+        .unwrap();
+    let view = store.session("s1").unwrap().unwrap();
+    assert!(view.inbox.is_empty());
+    assert_eq!(view.messages.len(), 2);
+    assert_eq!(view.messages[0].parts[0].data["text"], "hello");
+    assert_eq!(view.messages[1].parts[0].data["text"], "Hi there 🦀");
+    assert_eq!(view.summary.messages, 2);
+
+    store
+        .append(
+            s,
+            &Event::MessagesDeleted {
+                from_message_id: "m2".into(),
+            },
+        )
+        .unwrap();
+    assert_eq!(store.session("s1").unwrap().unwrap().messages.len(), 1);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn reopening_does_not_migrate_twice_and_a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let mut s = Store::open(&path).unwrap();
+        assert!(matches!(
+            s.append(None, &Event::SessionDeleted),
+            Err(StoreError::MissingSession("session_deleted"))
+        ));
+        s.append(Some("x"), &Event::SessionDeleted).unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.event_count().unwrap(), 1);
+    s.conn.pragma_update(None, "user_version", 999).unwrap();
+    drop(s);
+    assert!(matches!(
+        Store::open(&path),
+        Err(StoreError::TooNew { found: 999, .. })
+    ));
+}
+
+fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
+    let id = || prop_oneof![Just("a"), Just("b"), Just("c")].prop_map(String::from);
+    let session = prop_oneof![Just(Some("s1".to_string())), Just(Some("s2".to_string()))];
+    let text = "[a-z🦀 ]{0,6}";
+    let event = prop_oneof![
+        text.prop_map(|t| Event::SessionCreated {
+            workspace: "/w".into(),
+            title: t
+        }),
+        text.prop_map(|t| Event::SessionRenamed { title: t }),
+        prop_oneof![Just("idle"), Just("busy")].prop_map(|s| Event::SessionStatus {
+            status: s.into()
+        }),
+        Just(Event::SessionModeSet { mode: "plan".into() }),
+        Just(Event::SessionDeleted),
+        (id(), text).prop_map(|(i, t)| Event::InputAdmitted {
+            input_id: i,
+            text: t,
+            context: Value::Null
+        }),
+        (id(), id(), id()).prop_map(|(i, m, p)| Event::InputPromoted {
+            input_id: i,
+            message_id: format!("m{m}"),
+            part_id: format!("p{p}")
+        }),
+        id().prop_map(|m| Event::MessageStarted {
+            message_id: format!("m{m}"),
+            role: "assistant".into(),
+            meta: Value::Null
+        }),
+        (id(), id()).prop_map(|(p, m)| Event::PartAdded {
+            part_id: format!("p{p}"),
+            message_id: format!("m{m}"),
+            kind: "text".into(),
+            data: json!({"text": ""}),
+            status: Some("pending".into())
+        }),
+        (id(), text).prop_map(|(p, t)| Event::TextAppended {
+            part_id: format!("p{p}"),
+            text: t
+        }),
+        id().prop_map(|p| Event::PartUpdated {
+            part_id: format!("p{p}"),
+            data: None,
+            status: Some("completed".into())
+        }),
+        id().prop_map(|m| Event::MessagesDeleted {
+            from_message_id: format!("m{m}")
+        }),
+        id().prop_map(|p| Event::PermissionGranted {
+            project: "proj".into(),
+            permission: "bash".into(),
+            pattern: p
+        }),
+        id().prop_map(|p| Event::PermissionRevoked {
+            project: "proj".into(),
+            permission: "bash".into(),
+            pattern: p
+        }),
+        id().prop_map(|e| Event::ContextEpochStarted {
+            epoch_id: e,
+            baseline: "base".into(),
+            change_record: json!({}),
+            snapshot: None
+        }),
+        proptest::collection::vec(text, 0..3).prop_map(|items| Event::TodosReplaced {
+            todos: items
+                .into_iter()
+                .map(|c| Todo {
+                    content: c,
+                    status: "pending".into(),
+                    priority: "high".into()
+                })
+                .collect()
+        }),
+    ];
+    (session, event).prop_map(|(sid, e)| {
+        // Grants belong to a project, not a session.
+        let sid = if e.is_session_scoped() { sid } else { None };
+        (sid, e)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn rebuild_equals_live(events in proptest::collection::vec(any_event(), 1..60)) {
+        let (_dir, mut store) = temp_store();
+        for (sid, e) in &events {
+            store.append(sid.as_deref(), e).unwrap();
+        }
+        let live = store.projection_dump().unwrap();
+        let report = store.rebuild().unwrap();
+        prop_assert_eq!(report.events, events.len() as u64);
+        prop_assert_eq!(store.projection_dump().unwrap(), live);
+    }
+}
