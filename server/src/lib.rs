@@ -7,5 +7,6 @@ pub mod config;
 pub mod logging;
 pub mod lsp;
 pub mod paths;
+pub mod provider;
 pub mod store;
 pub mod workspace;

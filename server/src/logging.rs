@@ -1,6 +1,7 @@
 //! Logging through `tracing`: to stderr by default, or to a file. Never to stdout, which
 //! belongs to the LSP channel (or to the CLI's own output).
 
+use std::io::IsTerminal;
 use std::path::Path;
 
 use tracing_subscriber::EnvFilter;
@@ -27,7 +28,10 @@ pub fn init(log_file: Option<&Path>, default_level: &str) -> std::io::Result<()>
                 .with_writer(std::sync::Mutex::new(file))
                 .init();
         }
-        None => builder.with_writer(std::io::stderr).init(),
+        None => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init(),
     }
     Ok(())
 }

@@ -1,0 +1,6 @@
+//! Test support for agent-lsp: an LSP client that drives the real binary, and the `fake-llm`
+//! model server.
+
+pub mod fake_llm;
+pub mod lsp_client;
+pub mod process;

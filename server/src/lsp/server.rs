@@ -92,7 +92,7 @@ impl Backend {
     }
 
     /// `agent/config`: the effective configuration and every layer it came from.
-    pub async fn config(&self) -> Result<Value> {
+    pub async fn config(&self, _params: Value) -> Result<Value> {
         let state = self.state();
         Ok(json!({
             "effective": state.config.effective(),
@@ -113,6 +113,7 @@ fn workspace_root(params: &InitializeParams) -> Option<PathBuf> {
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        tracing::debug!(client = ?params.client_info, "initialize");
         let offered = params
             .capabilities
             .general

@@ -1,0 +1,223 @@
+//! The model script format that the `scripted` provider and the `fake-llm` test server replay.
+//! External tests write scripts in it: keep it stable.
+//!
+//! ```json
+//! {"turns": [
+//!   {"reply": {"text": "Let me look.", "reasoning": "optional",
+//!              "tool_calls": [{"name": "read", "arguments": {"filePath": "src/lib.rs"}}]}},
+//!   {"expect": {"last_message_contains": "fn main"}, "reply": {"text": "Done."}},
+//!   {"fault": {"status": 429, "retry_after_s": 1, "body": "rate limited"}},
+//!   {"fault": {"disconnect_after_chunks": 2}},
+//!   {"fault": {"context_overflow": true}}
+//! ],
+//!  "chunk_delay_ms": 0}
+//! ```
+//!
+//! Each request consumes the next turn.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    pub turns: Vec<Turn>,
+    /// Pause between streamed chunks.
+    #[serde(default)]
+    pub chunk_delay_ms: u64,
+    /// Characters of text (or of tool-call arguments) per streamed chunk.
+    #[serde(default)]
+    pub chunk_chars: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    #[serde(default)]
+    pub expect: Option<Expect>,
+    #[serde(default)]
+    pub reply: Option<Reply>,
+    #[serde(default)]
+    pub fault: Option<Fault>,
+}
+
+/// Checks on the request; a failed check answers 500 with the reason.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Text that the last message's content must contain.
+    #[serde(default)]
+    pub last_message_contains: Option<String>,
+    /// Text that the system prompt must contain.
+    #[serde(default)]
+    pub system_contains: Option<String>,
+    /// Text that must appear anywhere in the request body.
+    #[serde(default)]
+    pub request_contains: Option<String>,
+    /// Tool names the request must offer.
+    #[serde(default)]
+    pub tools_include: Vec<String>,
+    /// The request must offer no tools.
+    #[serde(default)]
+    pub no_tools: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reply {
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    /// Overrides the stop reason (e.g. "length" / "max_tokens").
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    pub name: String,
+    /// An object; a string is sent as the raw argument text (to test invalid JSON).
+    #[serde(default)]
+    pub arguments: Value,
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+impl ToolCall {
+    pub fn arguments_text(&self) -> String {
+        match &self.arguments {
+            Value::String(raw) => raw.clone(),
+            Value::Null => "{}".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// Answer with this HTTP status and a provider-shaped error body.
+    #[serde(default)]
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub retry_after_s: Option<u64>,
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+    /// The error message.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Stream the reply (or a default text), then drop the connection after this many chunks.
+    #[serde(default)]
+    pub disconnect_after_chunks: Option<usize>,
+    /// Stream this many chunks, then an in-stream error event.
+    #[serde(default)]
+    pub stream_error_after_chunks: Option<usize>,
+    /// Send an SSE event whose data is not JSON, after the first chunk.
+    #[serde(default)]
+    pub malformed_sse: bool,
+    /// Answer with the provider's "context too long" error.
+    #[serde(default)]
+    pub context_overflow: bool,
+    /// Wait this long before answering at all.
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
+}
+
+impl Script {
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        serde_json::from_str(text).map_err(|e| format!("bad model script: {e}"))
+    }
+}
+
+/// All text in a JSON value, joined by newlines (message content comes in several shapes).
+pub fn text_of(value: &Value) -> String {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            Value::Object(map) => map.values().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(value, &mut out);
+    out.join("\n")
+}
+
+impl Expect {
+    /// `None` when the request meets every check, else the first reason it does not.
+    pub fn check(&self, request: &Value) -> Option<String> {
+        let messages = request["messages"].as_array();
+        if let Some(needle) = &self.last_message_contains {
+            let last = messages.and_then(|m| m.last()).map(text_of).unwrap_or_default();
+            if !last.contains(needle.as_str()) {
+                return Some(format!(
+                    "expected the last message to contain {needle:?}; it was {:?}",
+                    truncate(&last, 400)
+                ));
+            }
+        }
+        if let Some(needle) = &self.system_contains {
+            // Anthropic: top-level `system`; OpenAI: messages with role system.
+            let mut system = text_of(&request["system"]);
+            for m in messages.into_iter().flatten() {
+                if m["role"] == "system" || m["role"] == "developer" {
+                    system.push_str(&text_of(&m["content"]));
+                }
+            }
+            if !system.contains(needle.as_str()) {
+                return Some(format!("expected the system prompt to contain {needle:?}"));
+            }
+        }
+        if let Some(needle) = &self.request_contains
+            && !request.to_string().contains(needle.as_str())
+            && !text_of(request).contains(needle.as_str())
+        {
+            return Some(format!("expected the request to contain {needle:?}"));
+        }
+        let tools: Vec<String> = request["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                t["function"]["name"]
+                    .as_str()
+                    .or_else(|| t["name"].as_str())
+                    .map(String::from)
+            })
+            .collect();
+        for name in &self.tools_include {
+            if !tools.contains(name) {
+                return Some(format!("expected tool {name:?} in the request; got {tools:?}"));
+            }
+        }
+        if self.no_tools && !tools.is_empty() {
+            return Some(format!("expected no tools; got {tools:?}"));
+        }
+        None
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}

@@ -1,0 +1,497 @@
+//! `fake-llm`: a loopback HTTP server that replays a model script in the OpenAI Chat
+//! Completions or the Anthropic Messages wire format, injects faults, and records every
+//! request it receives.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_lsp::provider::script::{Fault, Reply, Script, Usage};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Openai,
+    Anthropic,
+}
+
+/// One received request, as recorded.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Recorded {
+    /// Which turn answered it (0-based); `null` once the script was exhausted.
+    pub turn: Option<usize>,
+    pub path: String,
+    pub body: Value,
+    /// Why the request was answered with an error by the fake itself (failed expect,
+    /// exhausted script, unreadable body).
+    pub error: Option<String>,
+}
+
+struct Shared {
+    script: Script,
+    format: Format,
+    next_turn: usize,
+    records: Vec<Recorded>,
+    record_file: Option<std::fs::File>,
+}
+
+type AppState = Arc<Mutex<Shared>>;
+
+/// The router serving `format`'s endpoint, plus `GET /_fake/requests` (what was recorded).
+pub fn router(script: Script, format: Format, record: Option<PathBuf>) -> std::io::Result<Router> {
+    let record_file = match record {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?,
+        ),
+        None => None,
+    };
+    let state = Arc::new(Mutex::new(Shared {
+        script,
+        format,
+        next_turn: 0,
+        records: Vec::new(),
+        record_file,
+    }));
+    let path = match format {
+        Format::Openai => "/v1/chat/completions",
+        Format::Anthropic => "/v1/messages",
+    };
+    Ok(Router::new()
+        .route(path, post(complete))
+        .route("/v1/models", get(models))
+        .route("/_fake/requests", get(requests))
+        .with_state(state))
+}
+
+async fn models() -> impl IntoResponse {
+    axum::Json(json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+}
+
+async fn requests(State(state): State<AppState>) -> impl IntoResponse {
+    let records = state.lock().unwrap().records.clone();
+    axum::Json(records)
+}
+
+fn record(shared: &mut Shared, rec: Recorded) {
+    if let Some(f) = &mut shared.record_file {
+        let _ = writeln!(f, "{}", serde_json::to_string(&rec).unwrap_or_default());
+        let _ = f.flush();
+    }
+    shared.records.push(rec);
+}
+
+async fn complete(
+    State(state): State<AppState>,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let (format, turn_index, turn, script) = {
+        let mut shared = state.lock().unwrap();
+        let body_value: Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                let reason = format!("request body is not JSON: {e}");
+                record(
+                    &mut shared,
+                    Recorded {
+                        turn: None,
+                        path,
+                        body: Value::String(String::from_utf8_lossy(&body).into()),
+                        error: Some(reason.clone()),
+                    },
+                );
+                return (StatusCode::BAD_REQUEST, reason).into_response();
+            }
+        };
+        let index = shared.next_turn;
+        let Some(turn) = shared.script.turns.get(index).cloned() else {
+            record(
+                &mut shared,
+                Recorded {
+                    turn: None,
+                    path,
+                    body: body_value,
+                    error: Some("script exhausted".into()),
+                },
+            );
+            let format = shared.format;
+            return error_response(format, 500, "api_error", "script exhausted", None);
+        };
+        shared.next_turn += 1;
+        let failed = turn.expect.as_ref().and_then(|e| e.check(&body_value));
+        record(
+            &mut shared,
+            Recorded {
+                turn: Some(index),
+                path,
+                body: body_value.clone(),
+                error: failed.clone(),
+            },
+        );
+        if let Some(reason) = failed {
+            let format = shared.format;
+            return error_response(format, 500, "api_error", &format!("expect failed: {reason}"), None);
+        }
+        (shared.format, index, turn, (shared.script.clone(), body_value))
+    };
+    let (script, request) = script;
+    let fault = turn.fault.clone().unwrap_or_default();
+    if let Some(ms) = fault.delay_ms {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    if fault.context_overflow {
+        return match format {
+            Format::Openai => error_response(
+                format,
+                400,
+                "invalid_request_error",
+                "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.",
+                Some("context_length_exceeded"),
+            ),
+            Format::Anthropic => error_response(
+                format,
+                400,
+                "invalid_request_error",
+                "prompt is too long: 208310 tokens > 200000 maximum",
+                None,
+            ),
+        };
+    }
+    if let Some(status) = fault.status {
+        let message = fault.body.clone().unwrap_or_else(|| "injected fault".into());
+        let mut resp = error_response(format, status, error_type(status), &message, None);
+        if let Some(s) = fault.retry_after_s {
+            resp.headers_mut()
+                .insert("retry-after", HeaderValue::from(s));
+        }
+        if let Some(ms) = fault.retry_after_ms {
+            resp.headers_mut()
+                .insert("retry-after-ms", HeaderValue::from(ms));
+        }
+        return resp;
+    }
+
+    let reply = turn.reply.clone().unwrap_or_else(|| Reply {
+        text: "This answer is cut off in the middle of a sentence because".into(),
+        ..Default::default()
+    });
+    let chunk_chars = script.chunk_chars.unwrap_or(8).max(1);
+    let model = request["model"].as_str().unwrap_or("fake-model").to_string();
+    let stream = request["stream"].as_bool().unwrap_or(false);
+    if !stream {
+        return match format {
+            Format::Openai => axum::Json(openai_whole(&reply, &model, turn_index)).into_response(),
+            Format::Anthropic => {
+                axum::Json(anthropic_whole(&reply, &model, turn_index)).into_response()
+            }
+        };
+    }
+    let include_usage = request["stream_options"]["include_usage"].as_bool().unwrap_or(false);
+    let events = match format {
+        Format::Openai => openai_events(&reply, &model, turn_index, chunk_chars, include_usage),
+        Format::Anthropic => anthropic_events(&reply, &model, turn_index, chunk_chars),
+    };
+    sse_response(events, &fault, format, script.chunk_delay_ms)
+}
+
+fn error_type(status: u16) -> &'static str {
+    match status {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    }
+}
+
+/// An error shaped as the provider shapes it.
+fn error_response(
+    format: Format,
+    status: u16,
+    kind: &str,
+    message: &str,
+    code: Option<&str>,
+) -> Response {
+    let body = match format {
+        Format::Openai => json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
+        Format::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
+    };
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    (status, headers, body.to_string()).into_response()
+}
+
+fn chunks(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+fn default_usage(reply: &Reply) -> Usage {
+    reply.usage.unwrap_or(Usage {
+        input_tokens: 100,
+        output_tokens: (reply.text.len() as u64 / 4).max(1),
+        cache_read_tokens: 0,
+    })
+}
+
+fn call_id(turn: usize, i: usize, given: &Option<String>, prefix: &str) -> String {
+    given.clone().unwrap_or_else(|| format!("{prefix}_{turn}_{i}"))
+}
+
+/// One SSE event: (event name for Anthropic, data).
+type SseEvent = (Option<&'static str>, String);
+
+fn openai_events(
+    reply: &Reply,
+    model: &str,
+    turn: usize,
+    size: usize,
+    include_usage: bool,
+) -> Vec<SseEvent> {
+    let id = format!("chatcmpl-fake-{turn}");
+    let chunk = |delta: Value, finish: Value| {
+        (
+            None,
+            json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            .to_string(),
+        )
+    };
+    let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    if let Some(r) = &reply.reasoning {
+        for piece in chunks(r, size) {
+            out.push(chunk(json!({"reasoning_content": piece}), Value::Null));
+        }
+    }
+    for piece in chunks(&reply.text, size) {
+        out.push(chunk(json!({"content": piece}), Value::Null));
+    }
+    for (i, call) in reply.tool_calls.iter().enumerate() {
+        out.push(chunk(
+            json!({"tool_calls": [{"index": i, "id": call_id(turn, i, &call.id, "call"), "type": "function",
+                                   "function": {"name": call.name, "arguments": ""}}]}),
+            Value::Null,
+        ));
+        for piece in chunks(&call.arguments_text(), size) {
+            out.push(chunk(
+                json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                Value::Null,
+            ));
+        }
+    }
+    let finish = reply.finish_reason.clone().unwrap_or_else(|| {
+        if reply.tool_calls.is_empty() { "stop" } else { "tool_calls" }.into()
+    });
+    out.push(chunk(json!({}), Value::String(finish)));
+    if include_usage {
+        let u = default_usage(reply);
+        out.push((
+            None,
+            json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model,
+                   "choices": [],
+                   "usage": {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+                             "total_tokens": u.input_tokens + u.output_tokens,
+                             "prompt_tokens_details": {"cached_tokens": u.cache_read_tokens}}})
+            .to_string(),
+        ));
+    }
+    out.push((None, "[DONE]".into()));
+    out
+}
+
+fn openai_whole(reply: &Reply, model: &str, turn: usize) -> Value {
+    let u = default_usage(reply);
+    let calls: Vec<Value> = reply
+        .tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"id": call_id(turn, i, &c.id, "call"), "type": "function",
+                   "function": {"name": c.name, "arguments": c.arguments_text()}})
+        })
+        .collect();
+    let mut message = json!({"role": "assistant", "content": reply.text});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    if let Some(r) = &reply.reasoning {
+        message["reasoning_content"] = Value::String(r.clone());
+    }
+    let finish = reply.finish_reason.clone().unwrap_or_else(|| {
+        if reply.tool_calls.is_empty() { "stop" } else { "tool_calls" }.into()
+    });
+    json!({"id": format!("chatcmpl-fake-{turn}"), "object": "chat.completion", "created": 1_700_000_000,
+           "model": model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+           "usage": {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+                     "total_tokens": u.input_tokens + u.output_tokens}})
+}
+
+fn anthropic_stop_reason(reply: &Reply) -> String {
+    reply.finish_reason.clone().unwrap_or_else(|| {
+        if reply.tool_calls.is_empty() { "end_turn" } else { "tool_use" }.into()
+    })
+}
+
+fn anthropic_events(reply: &Reply, model: &str, turn: usize, size: usize) -> Vec<SseEvent> {
+    let u = default_usage(reply);
+    let ev = |name: &'static str, data: Value| (Some(name), data.to_string());
+    let mut out = vec![ev(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_fake_{turn}"), "type": "message",
+               "role": "assistant", "content": [], "model": model, "stop_reason": null, "stop_sequence": null,
+               "usage": {"input_tokens": u.input_tokens, "cache_creation_input_tokens": 0,
+                         "cache_read_input_tokens": u.cache_read_tokens, "output_tokens": 1}}}),
+    )];
+    let mut index = 0;
+    if let Some(r) = &reply.reasoning {
+        out.push(ev(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}}),
+        ));
+        for piece in chunks(r, size) {
+            out.push(ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}}),
+            ));
+        }
+        out.push(ev(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": format!("sig-{turn}")}}),
+        ));
+        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    if !reply.text.is_empty() {
+        out.push(ev(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+        ));
+        out.push(ev("ping", json!({"type": "ping"})));
+        for piece in chunks(&reply.text, size) {
+            out.push(ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}),
+            ));
+        }
+        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    for (i, call) in reply.tool_calls.iter().enumerate() {
+        out.push(ev(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block":
+                   {"type": "tool_use", "id": call_id(turn, i, &call.id, "toolu"), "name": call.name, "input": {}}}),
+        ));
+        for piece in chunks(&call.arguments_text(), size) {
+            out.push(ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}),
+            ));
+        }
+        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    out.push(ev(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": anthropic_stop_reason(reply), "stop_sequence": null},
+               "usage": {"output_tokens": u.output_tokens}}),
+    ));
+    out.push(ev("message_stop", json!({"type": "message_stop"})));
+    out
+}
+
+fn anthropic_whole(reply: &Reply, model: &str, turn: usize) -> Value {
+    let u = default_usage(reply);
+    let mut content = Vec::new();
+    if let Some(r) = &reply.reasoning {
+        content.push(json!({"type": "thinking", "thinking": r, "signature": format!("sig-{turn}")}));
+    }
+    if !reply.text.is_empty() {
+        content.push(json!({"type": "text", "text": reply.text}));
+    }
+    for (i, c) in reply.tool_calls.iter().enumerate() {
+        let input: Value = serde_json::from_str(&c.arguments_text()).unwrap_or(Value::Null);
+        content.push(json!({"type": "tool_use", "id": call_id(turn, i, &c.id, "toolu"), "name": c.name, "input": input}));
+    }
+    json!({"id": format!("msg_fake_{turn}"), "type": "message", "role": "assistant", "model": model,
+           "content": content, "stop_reason": anthropic_stop_reason(reply), "stop_sequence": null,
+           "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                     "cache_read_input_tokens": u.cache_read_tokens}})
+}
+
+fn encode(event: &SseEvent) -> Bytes {
+    match event.0 {
+        Some(name) => Bytes::from(format!("event: {name}\ndata: {}\n\n", event.1)),
+        None => Bytes::from(format!("data: {}\n\n", event.1)),
+    }
+}
+
+/// Streams `events`, applying the stream faults.
+fn sse_response(events: Vec<SseEvent>, fault: &Fault, format: Format, delay_ms: u64) -> Response {
+    let mut items: Vec<Result<Bytes, std::io::Error>> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if fault.disconnect_after_chunks == Some(i) {
+            items.push(Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "fake-llm: injected disconnect",
+            )));
+            break;
+        }
+        if fault.stream_error_after_chunks == Some(i) {
+            let error = match format {
+                Format::Openai => (None, json!({"error": {"message": "Overloaded", "type": "server_error", "code": null}}).to_string()),
+                Format::Anthropic => (Some("error"), json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).to_string()),
+            };
+            items.push(Ok(encode(&error)));
+            break;
+        }
+        if fault.malformed_sse && i == 1 {
+            items.push(Ok(Bytes::from_static(b"data: {this is not json\n\n")));
+        }
+        items.push(Ok(encode(e)));
+    }
+    let delay = Duration::from_millis(delay_ms);
+    let stream = futures::stream::iter(items).then(move |item| async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        item
+    });
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    (StatusCode::OK, headers, Body::from_stream(stream)).into_response()
+}
+
+/// Serves until the process ends. Prints `listening on http://127.0.0.1:PORT` first.
+pub async fn serve(
+    script: Script,
+    format: Format,
+    port: u16,
+    record: Option<PathBuf>,
+) -> std::io::Result<()> {
+    let app = router(script, format, record)?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let addr = listener.local_addr()?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on http://{addr}")?;
+        out.flush()?;
+    }
+    axum::serve(listener, app).await
+}

@@ -1,0 +1,179 @@
+//! Finding and starting the binaries under test, each in an isolated environment.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+use crate::fake_llm::Recorded;
+
+/// A binary of this workspace, next to the running test (target/<profile>/NAME), or from
+/// `$AGENT_LSP_BIN` for `agent-lsp`.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    if name == "agent-lsp"
+        && let Some(path) = std::env::var_os("AGENT_LSP_BIN")
+    {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/test-xxxx → target/<profile>/NAME
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test binary lives in target/<profile>/deps");
+    let path = profile_dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run `cargo build --workspace --bins` first (or set AGENT_LSP_BIN)",
+        path.display()
+    );
+    path
+}
+
+pub fn agent_lsp_bin() -> PathBuf {
+    workspace_bin("agent-lsp")
+}
+
+/// Private HOME, config and data folders, so a test never reads or writes the user's.
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestEnv {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for sub in ["home", "config", "data", "workspace"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        Self { dir }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// `$XDG_CONFIG_HOME`; the user config file is `config_home()/agent-lsp/config.toml`.
+    pub fn config_home(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.data_dir().join("agent-lsp.db")
+    }
+
+    /// A folder to use as the workspace.
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("workspace")
+    }
+
+    pub fn write_user_config(&self, toml: &str) {
+        let dir = self.config_home().join("agent-lsp");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), toml).unwrap();
+    }
+
+    pub fn apply(&self, cmd: &mut Command) {
+        cmd.env("HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.config_home())
+            .env("XDG_DATA_HOME", self.dir.path().join("xdg-data"))
+            .env("AGENT_LSP_DATA_DIR", self.data_dir())
+            .env_remove("AGENT_LSP_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY");
+    }
+
+    /// `agent-lsp ARGS` in this environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(agent_lsp_bin());
+        cmd.args(args);
+        self.apply(&mut cmd);
+        cmd
+    }
+
+    /// Runs `agent-lsp ARGS` to completion: (exit code, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self
+            .command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run agent-lsp");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+/// A running `fake-llm`, killed when dropped.
+pub struct FakeLlm {
+    child: Child,
+    pub url: String,
+    record: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl FakeLlm {
+    /// Starts `fake-llm` on a free loopback port with `script` in `format` ("openai" or
+    /// "anthropic").
+    pub fn start(script: &Value, format: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let script_path = dir.path().join("script.json");
+        std::fs::write(&script_path, script.to_string()).unwrap();
+        let record = dir.path().join("requests.jsonl");
+        let mut child = Command::new(workspace_bin("fake-llm"))
+            .arg(&script_path)
+            .args(["--format", format, "--port", "0", "--record"])
+            .arg(&record)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start fake-llm");
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("fake-llm said {first:?}"))
+            .to_string();
+        Self {
+            child,
+            url,
+            record,
+            _dir: dir,
+        }
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        read_records(&self.record)
+    }
+}
+
+pub fn read_records(path: &Path) -> Vec<Recorded> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a recorded request"))
+        .collect()
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
