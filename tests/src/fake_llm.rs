@@ -467,7 +467,10 @@ fn sse_response(events: Vec<SseEvent>, fault: &Fault, format: Format, delay_ms: 
     }
     let delay = Duration::from_millis(delay_ms);
     let stream = futures::stream::iter(items).then(move |item| async move {
-        if !delay.is_zero() {
+        if item.is_err() {
+            // Let what came before reach the client first, so the cut is mid-stream.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        } else if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
         item

@@ -1,0 +1,77 @@
+//! The command line around the server: --version, --help, doctor, session list.
+
+use agent_lsp_tests::process::{FakeLlm, TestEnv};
+use serde_json::{Value, json};
+
+#[test]
+fn version_and_help() {
+    let env = TestEnv::new();
+    let (code, out, _) = env.run(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), format!("agent-lsp {}", env!("CARGO_PKG_VERSION")));
+    let (code, out, _) = env.run(&["--help"]);
+    assert_eq!(code, 0);
+    for word in ["lsp", "session", "doctor", "AGENT_LSP_LOG", "--log-file"] {
+        assert!(out.contains(word), "--help mentions {word}: {out}");
+    }
+    let (code, _, err) = env.run(&["session", "frobnicate"]);
+    assert_eq!(code, 2, "usage errors exit 2");
+    assert!(err.contains("frobnicate"));
+}
+
+#[test]
+fn session_list_on_a_fresh_data_dir() {
+    let env = TestEnv::new();
+    let (code, out, _) = env.run(&["session", "list"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), "no sessions yet");
+    let (code, out, _) = env.run(&["session", "list", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!([]));
+    assert!(env.database().exists(), "the database is created on first use");
+}
+
+#[test]
+fn doctor_reports_layers_database_and_a_reachable_provider() {
+    let env = TestEnv::new();
+    let llm = FakeLlm::start(&json!({"turns": []}), "openai");
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
+        llm.url
+    ));
+    let (code, out, err) = env.run(&["doctor", "--cwd", env.workspace().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("provider       openai"), "{out}");
+    assert!(out.contains("$FAKE_KEY (not set)"), "{out}");
+    assert!(out.contains("[ok  ] database"), "{out}");
+    assert!(out.contains("integrity ok"), "{out}");
+    assert!(out.contains("[ok  ] provider  GET "), "{out}");
+    assert!(out.contains("HTTP 200"), "{out}");
+
+    let (code, out, _) = env.run(&["doctor", "--json", "--cwd", env.workspace().to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["effective"]["model"], "fake-model");
+    assert!(report["checks"].as_array().unwrap().iter().all(|c| c["ok"] == true));
+}
+
+#[test]
+fn doctor_fails_on_a_bad_config_and_an_unreachable_provider() {
+    let env = TestEnv::new();
+    // A port nothing listens on: bind, note it, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    env.write_user_config(&format!(
+        "provider = \"ollama\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n"
+    ));
+    std::fs::write(env.workspace().join(".agent-lsp.toml"), "mood = \"happy\"\n").unwrap();
+    let (code, out, _) = env.run(&["doctor", "--cwd", env.workspace().to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("[FAIL] config"), "{out}");
+    assert!(out.contains("mood"), "the bad key is named: {out}");
+    assert!(out.contains("[FAIL] provider"), "{out}");
+    assert!(out.contains("not reachable"), "{out}");
+}
