@@ -116,7 +116,16 @@ impl ConfigLayer {
                 }
             )*};
         }
-        take!(provider, model, base_url, api_key_env, script, max_steps, mode, snapshot);
+        take!(
+            provider,
+            model,
+            base_url,
+            api_key_env,
+            script,
+            max_steps,
+            mode,
+            snapshot
+        );
         if let Some(rules) = &other.permission {
             let merged = self.permission.get_or_insert_with(BTreeMap::new);
             for (key, rule) in rules {
@@ -151,9 +160,11 @@ impl Config {
     pub const DEFAULT_MAX_STEPS: u32 = 50;
 
     fn from_layer(layer: ConfigLayer) -> Self {
-        let base_url = layer
-            .base_url
-            .or_else(|| layer.provider.and_then(|p| p.default_base_url().map(String::from)));
+        let base_url = layer.base_url.or_else(|| {
+            layer
+                .provider
+                .and_then(|p| p.default_base_url().map(String::from))
+        });
         let api_key_env = layer.api_key_env.or_else(|| {
             layer
                 .provider
@@ -341,10 +352,18 @@ mod tests {
     fn a_bad_layer_keeps_its_last_good_value() {
         let mut layers = Layers::default();
         layers
-            .set(LayerSource::Workspace, None, ConfigLayer::from_toml("model = \"good\""))
+            .set(
+                LayerSource::Workspace,
+                None,
+                ConfigLayer::from_toml("model = \"good\""),
+            )
             .unwrap();
         let err = layers
-            .set(LayerSource::Workspace, None, ConfigLayer::from_toml("model = "))
+            .set(
+                LayerSource::Workspace,
+                None,
+                ConfigLayer::from_toml("model = "),
+            )
             .unwrap_err();
         assert!(err.contains("bad configuration"), "{err}");
         assert_eq!(layers.effective().model.as_deref(), Some("good"));
@@ -354,7 +373,9 @@ mod tests {
     fn ollama_defaults_and_nested_client_settings() {
         let layer = ConfigLayer::from_json(&json!({"agent-lsp": {"provider": "ollama"}})).unwrap();
         let mut layers = Layers::default();
-        layers.set(LayerSource::DidChangeConfiguration, None, Ok(layer)).unwrap();
+        layers
+            .set(LayerSource::DidChangeConfiguration, None, Ok(layer))
+            .unwrap();
         let c = layers.effective();
         assert_eq!(c.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
         assert_eq!(c.api_key_env, None);

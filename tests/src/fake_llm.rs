@@ -91,11 +91,7 @@ fn record(shared: &mut Shared, rec: Recorded) {
     shared.records.push(rec);
 }
 
-async fn complete(
-    State(state): State<AppState>,
-    uri: axum::http::Uri,
-    body: Bytes,
-) -> Response {
+async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Bytes) -> Response {
     let path = uri.path().to_string();
     let (format, turn_index, turn, script) = {
         let mut shared = state.lock().unwrap();
@@ -142,9 +138,20 @@ async fn complete(
         );
         if let Some(reason) = failed {
             let format = shared.format;
-            return error_response(format, 500, "api_error", &format!("expect failed: {reason}"), None);
+            return error_response(
+                format,
+                500,
+                "api_error",
+                &format!("expect failed: {reason}"),
+                None,
+            );
         }
-        (shared.format, index, turn, (shared.script.clone(), body_value))
+        (
+            shared.format,
+            index,
+            turn,
+            (shared.script.clone(), body_value),
+        )
     };
     let (script, request) = script;
     let fault = turn.fault.clone().unwrap_or_default();
@@ -170,7 +177,10 @@ async fn complete(
         };
     }
     if let Some(status) = fault.status {
-        let message = fault.body.clone().unwrap_or_else(|| "injected fault".into());
+        let message = fault
+            .body
+            .clone()
+            .unwrap_or_else(|| "injected fault".into());
         let mut resp = error_response(format, status, error_type(status), &message, None);
         if let Some(s) = fault.retry_after_s {
             resp.headers_mut()
@@ -188,7 +198,10 @@ async fn complete(
         ..Default::default()
     });
     let chunk_chars = script.chunk_chars.unwrap_or(8).max(1);
-    let model = request["model"].as_str().unwrap_or("fake-model").to_string();
+    let model = request["model"]
+        .as_str()
+        .unwrap_or("fake-model")
+        .to_string();
     let stream = request["stream"].as_bool().unwrap_or(false);
     if !stream {
         return match format {
@@ -198,7 +211,9 @@ async fn complete(
             }
         };
     }
-    let include_usage = request["stream_options"]["include_usage"].as_bool().unwrap_or(false);
+    let include_usage = request["stream_options"]["include_usage"]
+        .as_bool()
+        .unwrap_or(false);
     let events = match format {
         Format::Openai => openai_events(&reply, &model, turn_index, chunk_chars, include_usage),
         Format::Anthropic => anthropic_events(&reply, &model, turn_index, chunk_chars),
@@ -227,7 +242,9 @@ fn error_response(
     code: Option<&str>,
 ) -> Response {
     let body = match format {
-        Format::Openai => json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
+        Format::Openai => {
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+        }
         Format::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
     };
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -250,7 +267,9 @@ fn default_usage(reply: &Reply) -> Usage {
 }
 
 fn call_id(turn: usize, i: usize, given: &Option<String>, prefix: &str) -> String {
-    given.clone().unwrap_or_else(|| format!("{prefix}_{turn}_{i}"))
+    given
+        .clone()
+        .unwrap_or_else(|| format!("{prefix}_{turn}_{i}"))
 }
 
 /// One SSE event: (event name for Anthropic, data).
@@ -272,7 +291,10 @@ fn openai_events(
             .to_string(),
         )
     };
-    let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    let mut out = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
     if let Some(r) = &reply.reasoning {
         for piece in chunks(r, size) {
             out.push(chunk(json!({"reasoning_content": piece}), Value::Null));
@@ -295,7 +317,12 @@ fn openai_events(
         }
     }
     let finish = reply.finish_reason.clone().unwrap_or_else(|| {
-        if reply.tool_calls.is_empty() { "stop" } else { "tool_calls" }.into()
+        if reply.tool_calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }
+        .into()
     });
     out.push(chunk(json!({}), Value::String(finish)));
     if include_usage {
@@ -333,7 +360,12 @@ fn openai_whole(reply: &Reply, model: &str, turn: usize) -> Value {
         message["reasoning_content"] = Value::String(r.clone());
     }
     let finish = reply.finish_reason.clone().unwrap_or_else(|| {
-        if reply.tool_calls.is_empty() { "stop" } else { "tool_calls" }.into()
+        if reply.tool_calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }
+        .into()
     });
     json!({"id": format!("chatcmpl-fake-{turn}"), "object": "chat.completion", "created": 1_700_000_000,
            "model": model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
@@ -343,7 +375,12 @@ fn openai_whole(reply: &Reply, model: &str, turn: usize) -> Value {
 
 fn anthropic_stop_reason(reply: &Reply) -> String {
     reply.finish_reason.clone().unwrap_or_else(|| {
-        if reply.tool_calls.is_empty() { "end_turn" } else { "tool_use" }.into()
+        if reply.tool_calls.is_empty() {
+            "end_turn"
+        } else {
+            "tool_use"
+        }
+        .into()
     })
 }
 
@@ -373,7 +410,10 @@ fn anthropic_events(reply: &Reply, model: &str, turn: usize, size: usize) -> Vec
             "content_block_delta",
             json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": format!("sig-{turn}")}}),
         ));
-        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        out.push(ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
         index += 1;
     }
     if !reply.text.is_empty() {
@@ -388,7 +428,10 @@ fn anthropic_events(reply: &Reply, model: &str, turn: usize, size: usize) -> Vec
                 json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}),
             ));
         }
-        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        out.push(ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
         index += 1;
     }
     for (i, call) in reply.tool_calls.iter().enumerate() {
@@ -403,7 +446,10 @@ fn anthropic_events(reply: &Reply, model: &str, turn: usize, size: usize) -> Vec
                 json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}),
             ));
         }
-        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        out.push(ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
         index += 1;
     }
     out.push(ev(
@@ -419,7 +465,8 @@ fn anthropic_whole(reply: &Reply, model: &str, turn: usize) -> Value {
     let u = default_usage(reply);
     let mut content = Vec::new();
     if let Some(r) = &reply.reasoning {
-        content.push(json!({"type": "thinking", "thinking": r, "signature": format!("sig-{turn}")}));
+        content
+            .push(json!({"type": "thinking", "thinking": r, "signature": format!("sig-{turn}")}));
     }
     if !reply.text.is_empty() {
         content.push(json!({"type": "text", "text": reply.text}));
@@ -476,7 +523,10 @@ fn sse_response(events: Vec<SseEvent>, fault: &Fault, format: Format, delay_ms: 
         item
     });
     let mut headers = HeaderMap::new();
-    headers.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
     headers.insert("cache-control", HeaderValue::from_static("no-cache"));
     (StatusCode::OK, headers, Body::from_stream(stream)).into_response()
 }

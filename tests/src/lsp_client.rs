@@ -141,7 +141,9 @@ impl LspClient {
                         let method = msg["method"].as_str().unwrap_or_default().to_string();
                         let scripted = inbox.lock().unwrap().replies.get(&method).cloned();
                         let reply = match scripted.or_else(|| default_reply(&method)) {
-                            Some(result) => json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}),
+                            Some(result) => {
+                                json!({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+                            }
                             None => json!({"jsonrpc": "2.0", "id": msg["id"],
                                            "error": {"code": -32601, "message": "not handled by the test client"}}),
                         };
@@ -314,7 +316,9 @@ async fn write_to(stdin: &tokio::sync::Mutex<Option<ChildStdin>>, bytes: &[u8]) 
 }
 
 /// Reads one framed message body; `None` at end of stream.
-async fn read_message<R: AsyncBufReadExt + AsyncReadExt + Unpin>(reader: &mut R) -> Option<Vec<u8>> {
+async fn read_message<R: AsyncBufReadExt + AsyncReadExt + Unpin>(
+    reader: &mut R,
+) -> Option<Vec<u8>> {
     let mut length = None;
     loop {
         let mut line = String::new();

@@ -8,7 +8,10 @@ fn version_and_help() {
     let env = TestEnv::new();
     let (code, out, _) = env.run(&["--version"]);
     assert_eq!(code, 0);
-    assert_eq!(out.trim(), format!("agent-lsp {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        out.trim(),
+        format!("agent-lsp {}", env!("CARGO_PKG_VERSION"))
+    );
     let (code, out, _) = env.run(&["--help"]);
     assert_eq!(code, 0);
     for word in ["lsp", "session", "doctor", "AGENT_LSP_LOG", "--log-file"] {
@@ -28,7 +31,10 @@ fn session_list_on_a_fresh_data_dir() {
     let (code, out, _) = env.run(&["session", "list", "--json"]);
     assert_eq!(code, 0);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!([]));
-    assert!(env.database().exists(), "the database is created on first use");
+    assert!(
+        env.database().exists(),
+        "the database is created on first use"
+    );
 }
 
 #[test]
@@ -48,11 +54,22 @@ fn doctor_reports_layers_database_and_a_reachable_provider() {
     assert!(out.contains("[ok  ] provider  GET "), "{out}");
     assert!(out.contains("HTTP 200"), "{out}");
 
-    let (code, out, _) = env.run(&["doctor", "--json", "--cwd", env.workspace().to_str().unwrap()]);
+    let (code, out, _) = env.run(&[
+        "doctor",
+        "--json",
+        "--cwd",
+        env.workspace().to_str().unwrap(),
+    ]);
     assert_eq!(code, 0);
     let report: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["effective"]["model"], "fake-model");
-    assert!(report["checks"].as_array().unwrap().iter().all(|c| c["ok"] == true));
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["ok"] == true)
+    );
 }
 
 #[test]
@@ -67,7 +84,11 @@ fn doctor_fails_on_a_bad_config_and_an_unreachable_provider() {
     env.write_user_config(&format!(
         "provider = \"ollama\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n"
     ));
-    std::fs::write(env.workspace().join(".agent-lsp.toml"), "mood = \"happy\"\n").unwrap();
+    std::fs::write(
+        env.workspace().join(".agent-lsp.toml"),
+        "mood = \"happy\"\n",
+    )
+    .unwrap();
     let (code, out, _) = env.run(&["doctor", "--cwd", env.workspace().to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("[FAIL] config"), "{out}");

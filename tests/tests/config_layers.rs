@@ -113,7 +113,11 @@ async fn without_a_workspace_the_first_document_decides_it() {
     let project = env.workspace().join("proj");
     std::fs::create_dir_all(project.join(".helix")).unwrap();
     std::fs::create_dir_all(project.join("src")).unwrap();
-    std::fs::write(project.join(".agent-lsp.toml"), "model = \"from-project\"\n").unwrap();
+    std::fs::write(
+        project.join(".agent-lsp.toml"),
+        "model = \"from-project\"\n",
+    )
+    .unwrap();
     let file = project.join("src/main.rs");
     std::fs::write(&file, "fn main() {}\n").unwrap();
 

@@ -44,7 +44,10 @@ fn two_processes_appending_at_once_lose_nothing() {
     for child in [a, b] {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "a writer failed: {out:?}");
-        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count() as u64, rounds);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).lines().count() as u64,
+            rounds
+        );
     }
     let mut store = Store::open(&env.database()).unwrap();
     assert_eq!(store.integrity_check().unwrap(), "ok");
@@ -64,12 +67,20 @@ fn two_processes_appending_at_once_lose_nothing() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["title"].as_str().unwrap().into(), s["messages"].as_i64().unwrap()))
+        .map(|s| {
+            (
+                s["title"].as_str().unwrap().into(),
+                s["messages"].as_i64().unwrap(),
+            )
+        })
         .collect();
     titles.sort();
     assert_eq!(
         titles,
-        [("alpha".into(), rounds as i64), ("beta".into(), rounds as i64)]
+        [
+            ("alpha".into(), rounds as i64),
+            ("beta".into(), rounds as i64)
+        ]
     );
 }
 
@@ -124,7 +135,10 @@ fn session_show_and_rebuild_from_the_command_line() {
     assert_eq!(code, 0);
     let view: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(view["messages"].as_array().unwrap().len(), 3);
-    assert_eq!(view["messages"][2]["parts"][0]["data"]["text"], "0123456789");
+    assert_eq!(
+        view["messages"][2]["parts"][0]["data"]["text"],
+        "0123456789"
+    );
 
     let (code, text, _) = env.run(&["session", "rebuild"]);
     assert_eq!(code, 0);

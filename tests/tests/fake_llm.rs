@@ -92,7 +92,10 @@ async fn openai_stream_chunks_tool_calls_usage_and_done() {
     assert_eq!(text, "Let me look at the file.");
     assert_eq!(reasoning, "The user wants a read.");
     assert_eq!(names, ["read", "glob"]);
-    assert!(arg_chunks.iter().all(|n| *n >= 2), "arguments split: {arg_chunks:?}");
+    assert!(
+        arg_chunks.iter().all(|n| *n >= 2),
+        "arguments split: {arg_chunks:?}"
+    );
     assert_eq!(
         serde_json::from_str::<Value>(&args[0]).unwrap(),
         json!({"filePath": "src/lib.rs", "limit": 20})
@@ -103,10 +106,19 @@ async fn openai_stream_chunks_tool_calls_usage_and_done() {
     assert_eq!(chunks.last().unwrap()["choices"], json!([]));
 
     // The expect of turn 2 fails: 500 with the reason, recorded.
-    let resp = post(&url, json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hello"}]})).await;
+    let resp = post(
+        &url,
+        json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hello"}]}),
+    )
+    .await;
     assert_eq!(resp.status(), 500);
     let body: Value = resp.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("fn main"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("fn main")
+    );
     // Exhausted.
     let resp = post(&url, json!({"model": "m", "messages": []})).await;
     assert_eq!(resp.status(), 500);
@@ -116,7 +128,13 @@ async fn openai_stream_chunks_tool_calls_usage_and_done() {
     assert_eq!(recorded.len(), 3);
     assert_eq!(recorded[0].turn, Some(0));
     assert_eq!(recorded[0].body["messages"][0]["content"], "read it");
-    assert!(recorded[1].error.as_deref().unwrap().contains("expected the last message"));
+    assert!(
+        recorded[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("expected the last message")
+    );
     assert_eq!(recorded[2].error.as_deref(), Some("script exhausted"));
 }
 
@@ -124,8 +142,11 @@ async fn openai_stream_chunks_tool_calls_usage_and_done() {
 async fn anthropic_stream_follows_the_messages_event_sequence() {
     let llm = FakeLlm::start(&tool_script(), "anthropic");
     let url = format!("{}/v1/messages", llm.url);
-    let resp = post(&url, json!({"model": "claude", "stream": true, "max_tokens": 100,
-                                 "messages": [{"role": "user", "content": "read it"}]}))
+    let resp = post(
+        &url,
+        json!({"model": "claude", "stream": true, "max_tokens": 100,
+                                 "messages": [{"role": "user", "content": "read it"}]}),
+    )
     .await;
     assert_eq!(resp.status(), 200);
     let events = sse(&resp.text().await.unwrap());
@@ -137,7 +158,11 @@ async fn anthropic_stream_follows_the_messages_event_sequence() {
     let mut partial: Vec<String> = Vec::new();
     for (name, data) in &events {
         let d: Value = serde_json::from_str(data).unwrap();
-        assert_eq!(d["type"], name.as_deref().unwrap(), "event name matches data.type");
+        assert_eq!(
+            d["type"],
+            name.as_deref().unwrap(),
+            "event name matches data.type"
+        );
         match name.as_deref().unwrap() {
             "content_block_start" => {
                 assert_eq!(d["index"].as_u64().unwrap() as usize, blocks.len());
@@ -195,7 +220,8 @@ async fn faults_status_retry_after_overflow_disconnect_and_stream_errors() {
             "openai" => format!("{}/v1/chat/completions", llm.url),
             _ => format!("{}/v1/messages", llm.url),
         };
-        let req = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+        let req =
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
 
         let resp = post(&url, req.clone()).await;
         assert_eq!(resp.status(), 429);
@@ -216,7 +242,12 @@ async fn faults_status_retry_after_overflow_disconnect_and_stream_errors() {
         let body: Value = resp.json().await.unwrap();
         match format {
             "openai" => assert_eq!(body["error"]["code"], "context_length_exceeded"),
-            _ => assert!(body["error"]["message"].as_str().unwrap().starts_with("prompt is too long")),
+            _ => assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("prompt is too long")
+            ),
         }
 
         let resp = post(&url, req.clone()).await;

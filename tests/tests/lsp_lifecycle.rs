@@ -82,10 +82,17 @@ async fn garbage_never_stops_the_server() {
             .any(|r| r["error"]["code"] == -32700 && r["id"].is_null()),
         "{orphans:?}"
     );
-    assert!(orphans.iter().any(|r| r["id"] == 99 && r["error"]["code"] == -32600));
+    assert!(
+        orphans
+            .iter()
+            .any(|r| r["id"] == 99 && r["error"]["code"] == -32600)
+    );
 
     // Unknown methods and wrong parameter types get JSON-RPC errors.
-    let e = client.request("no/such/method", json!({})).await.unwrap_err();
+    let e = client
+        .request("no/such/method", json!({}))
+        .await
+        .unwrap_err();
     assert_eq!(e.code, -32601);
     let e = client
         .request("textDocument/codeAction", json!({"textDocument": 5}))
@@ -162,13 +169,19 @@ async fn incremental_changes_with_multibyte_text_in_both_encodings() {
         )
         .await;
         let doc = text_of(&client, &uri).await;
-        assert_eq!(doc["text"], "a😀B\r\n日本!語\ne\u{301}x?\nend", "{encoding}");
+        assert_eq!(
+            doc["text"], "a😀B\r\n日本!語\ne\u{301}x?\nend",
+            "{encoding}"
+        );
         assert_eq!(doc["version"], 2);
         // A full replacement.
         change(&client, &uri, 3, json!([{"text": "fresh"}])).await;
         assert_eq!(text_of(&client, &uri).await["text"], "fresh");
         client
-            .notify("textDocument/didClose", json!({"textDocument": {"uri": uri}}))
+            .notify(
+                "textDocument/didClose",
+                json!({"textDocument": {"uri": uri}}),
+            )
             .await;
         assert!(
             client

@@ -61,15 +61,27 @@ pub async fn run(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<i32> {
     } else {
         write_report(&mut out, &report)?;
     }
-    Ok(if report.checks.iter().all(|c| c.ok) { 0 } else { 1 })
+    Ok(if report.checks.iter().all(|c| c.ok) {
+        0
+    } else {
+        1
+    })
 }
 
 fn write_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     writeln!(out, "agent-lsp {}", r.version)?;
     writeln!(out, "workspace      {}", r.workspace.display())?;
-    writeln!(out, "user config    {}", crate::paths::user_config_file().display())?;
+    writeln!(
+        out,
+        "user config    {}",
+        crate::paths::user_config_file().display()
+    )?;
     for l in &r.layers {
-        let path = l.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        let path = l
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         let state = l.error.as_deref().unwrap_or("ok");
         writeln!(out, "  layer {:?}: {path} ({state})", l.source)?;
     }
@@ -87,9 +99,17 @@ fn write_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     }
     if let Some(var) = &c.api_key_env {
         let set = std::env::var_os(var).is_some_and(|v| !v.is_empty());
-        writeln!(out, "api key        ${var} ({})", if set { "set" } else { "not set" })?;
+        writeln!(
+            out,
+            "api key        ${var} ({})",
+            if set { "set" } else { "not set" }
+        )?;
     }
-    writeln!(out, "mode           {}  (max {} steps)", c.mode, c.max_steps)?;
+    writeln!(
+        out,
+        "mode           {}  (max {} steps)",
+        c.mode, c.max_steps
+    )?;
     writeln!(out, "data dir       {}", crate::paths::data_dir().display())?;
     for check in &r.checks {
         let mark = if check.ok { "ok  " } else { "FAIL" };

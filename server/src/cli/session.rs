@@ -64,7 +64,10 @@ fn resolve_id(store: &Store, prefix: &str) -> anyhow::Result<String> {
     match matches.as_slice() {
         [one] => Ok(one.clone()),
         [] => bail!("no session {prefix:?}"),
-        many => bail!("{prefix:?} matches {} sessions; give more of the id", many.len()),
+        many => bail!(
+            "{prefix:?} matches {} sessions; give more of the id",
+            many.len()
+        ),
     }
 }
 
@@ -88,7 +91,10 @@ fn write_transcript(out: &mut impl Write, view: &SessionView) -> std::io::Result
                 kind => writeln!(
                     out,
                     "[{kind}{}] {}",
-                    p.status.as_deref().map(|s| format!(" {s}")).unwrap_or_default(),
+                    p.status
+                        .as_deref()
+                        .map(|s| format!(" {s}"))
+                        .unwrap_or_default(),
                     p.data
                 )?,
             }

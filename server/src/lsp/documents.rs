@@ -240,7 +240,10 @@ mod tests {
         assert_eq!(doc.char_index(pos(1, 2), PositionEncoding::Utf16), 6);
         assert_eq!(doc.char_index(pos(1, 6), PositionEncoding::Utf8), 6);
         // Combining mark is its own code point.
-        assert_eq!(doc.slice(Range::new(pos(2, 0), pos(2, 2)), PositionEncoding::Utf16), "e\u{301}");
+        assert_eq!(
+            doc.slice(Range::new(pos(2, 0), pos(2, 2)), PositionEncoding::Utf16),
+            "e\u{301}"
+        );
         assert_eq!(doc.position(2, PositionEncoding::Utf16), pos(0, 3));
         assert_eq!(doc.position(2, PositionEncoding::Utf8), pos(0, 5));
     }
@@ -283,7 +286,10 @@ mod tests {
         assert_eq!(doc.text.to_string(), "🦀 hello rope\n");
         assert_eq!(doc.version, 2);
         let other: Uri = "file:///nope".parse().unwrap();
-        assert_eq!(store.change(&other, 1, &[], PositionEncoding::Utf16), Err(UnknownDocument));
+        assert_eq!(
+            store.change(&other, 1, &[], PositionEncoding::Utf16),
+            Err(UnknownDocument)
+        );
     }
 
     /// A plain-String model of the same conversions, written the slow obvious way.

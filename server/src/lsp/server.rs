@@ -80,9 +80,10 @@ impl Backend {
     /// that sync works, and for tests).
     pub async fn document_text(&self, params: DocumentTextParams) -> Result<DocumentTextResult> {
         let state = self.state();
-        let doc = state.documents.get(&params.uri).ok_or_else(|| {
-            Error::invalid_params(format!("{} is not open", params.uri.as_str()))
-        })?;
+        let doc = state
+            .documents
+            .get(&params.uri)
+            .ok_or_else(|| Error::invalid_params(format!("{} is not open", params.uri.as_str())))?;
         Ok(DocumentTextResult {
             uri: params.uri.clone(),
             version: doc.version,
@@ -226,7 +227,10 @@ impl LanguageServer for Backend {
             .change(&doc.uri, doc.version, &params.content_changes, encoding)
             .is_err()
         {
-            tracing::warn!(uri = doc.uri.as_str(), "didChange for a document that is not open");
+            tracing::warn!(
+                uri = doc.uri.as_str(),
+                "didChange for a document that is not open"
+            );
         }
     }
 

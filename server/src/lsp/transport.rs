@@ -90,7 +90,8 @@ impl Framer {
                 if skipped.iter().all(u8::is_ascii_whitespace) {
                     continue; // stray line breaks between messages are harmless
                 }
-                let preview = String::from_utf8_lossy(&skipped[..skipped.len().min(40)]).into_owned();
+                let preview =
+                    String::from_utf8_lossy(&skipped[..skipped.len().min(40)]).into_owned();
                 return Some(parse_error(format!(
                     "bytes outside a message were skipped: {preview:?}"
                 )));
@@ -113,7 +114,9 @@ impl Framer {
             };
             if length > MAX_BODY {
                 self.buf.drain(..body_start);
-                return Some(parse_error(format!("message of {length} bytes is too large")));
+                return Some(parse_error(format!(
+                    "message of {length} bytes is too large"
+                )));
             }
             // A header inside the declared body means the length was too long: the body ends
             // there. (If the length was too short, the JSON fails to parse below.)
@@ -342,6 +345,9 @@ mod tests {
         let body = r#"{"jsonrpc":"2.0","method":"x","params":{"t":"Content-Length: 5\r\n"}}"#;
         let mut f = Framer::default();
         f.push(&msg(body));
-        assert_eq!(f.next_frame(), Some(Frame::Message(body.as_bytes().to_vec())));
+        assert_eq!(
+            f.next_frame(),
+            Some(Frame::Message(body.as_bytes().to_vec()))
+        );
     }
 }

@@ -166,7 +166,10 @@ impl Expect {
     pub fn check(&self, request: &Value) -> Option<String> {
         let messages = request["messages"].as_array();
         if let Some(needle) = &self.last_message_contains {
-            let last = messages.and_then(|m| m.last()).map(text_of).unwrap_or_default();
+            let last = messages
+                .and_then(|m| m.last())
+                .map(text_of)
+                .unwrap_or_default();
             if !last.contains(needle.as_str()) {
                 return Some(format!(
                     "expected the last message to contain {needle:?}; it was {:?}",
@@ -205,7 +208,9 @@ impl Expect {
             .collect();
         for name in &self.tools_include {
             if !tools.contains(name) {
-                return Some(format!("expected tool {name:?} in the request; got {tools:?}"));
+                return Some(format!(
+                    "expected tool {name:?} in the request; got {tools:?}"
+                ));
             }
         }
         if self.no_tools && !tools.is_empty() {

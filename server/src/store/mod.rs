@@ -192,9 +192,8 @@ impl Store {
             unreadable: 0,
         };
         {
-            let mut stmt = tx.prepare(
-                "SELECT seq, session_id, payload, created_at FROM event ORDER BY seq",
-            )?;
+            let mut stmt =
+                tx.prepare("SELECT seq, session_id, payload, created_at FROM event ORDER BY seq")?;
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
                 let payload: String = row.get(2)?;
@@ -376,7 +375,8 @@ impl Store {
     }
 }
 
-const SUMMARY_SELECT: &str = "SELECT s.id, s.workspace, s.title, s.status, s.mode, s.created_at, s.updated_at,
+const SUMMARY_SELECT: &str =
+    "SELECT s.id, s.workspace, s.title, s.status, s.mode, s.created_at, s.updated_at,
         (SELECT count(*) FROM message m WHERE m.session_id = s.id) FROM session s";
 
 fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {

@@ -130,10 +130,11 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
             title: t
         }),
         text.prop_map(|t| Event::SessionRenamed { title: t }),
-        prop_oneof![Just("idle"), Just("busy")].prop_map(|s| Event::SessionStatus {
-            status: s.into()
+        prop_oneof![Just("idle"), Just("busy")]
+            .prop_map(|s| Event::SessionStatus { status: s.into() }),
+        Just(Event::SessionModeSet {
+            mode: "plan".into()
         }),
-        Just(Event::SessionModeSet { mode: "plan".into() }),
         Just(Event::SessionDeleted),
         (id(), text).prop_map(|(i, t)| Event::InputAdmitted {
             input_id: i,

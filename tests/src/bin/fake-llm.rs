@@ -9,7 +9,10 @@ use agent_lsp_tests::fake_llm::{self, Format};
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "fake-llm", about = "A loopback model server that replays a script")]
+#[command(
+    name = "fake-llm",
+    about = "A loopback model server that replays a script"
+)]
 struct Args {
     /// The model script (JSON).
     script: PathBuf,
