@@ -7,6 +7,7 @@ pub mod config;
 pub mod logging;
 pub mod lsp;
 pub mod paths;
+pub mod permission;
 pub mod provider;
 pub mod store;
 pub mod workspace;
