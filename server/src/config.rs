@@ -86,6 +86,9 @@ pub struct ConfigLayer {
     pub snapshot: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permission: Option<BTreeMap<String, PermissionRule>>,
+    /// Hosts webfetch may reach even though they resolve to private or loopback addresses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webfetch_allow_hosts: Option<Vec<String>>,
 }
 
 impl ConfigLayer {
@@ -124,7 +127,8 @@ impl ConfigLayer {
             script,
             max_steps,
             mode,
-            snapshot
+            snapshot,
+            webfetch_allow_hosts
         );
         if let Some(rules) = &other.permission {
             let merged = self.permission.get_or_insert_with(BTreeMap::new);
@@ -148,6 +152,7 @@ pub struct Config {
     pub mode: String,
     pub snapshot: bool,
     pub permission: BTreeMap<String, PermissionRule>,
+    pub webfetch_allow_hosts: Vec<String>,
 }
 
 impl Default for Config {
@@ -180,6 +185,7 @@ impl Config {
             mode: layer.mode.unwrap_or_else(|| "build".into()),
             snapshot: layer.snapshot.unwrap_or(true),
             permission: layer.permission.unwrap_or_default(),
+            webfetch_allow_hosts: layer.webfetch_allow_hosts.unwrap_or_default(),
         }
     }
 }

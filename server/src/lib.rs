@@ -4,10 +4,12 @@
 
 pub mod cli;
 pub mod config;
+pub mod editor;
 pub mod logging;
 pub mod lsp;
 pub mod paths;
 pub mod permission;
 pub mod provider;
 pub mod store;
+pub mod tools;
 pub mod workspace;

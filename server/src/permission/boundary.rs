@@ -211,7 +211,10 @@ mod tests {
 
     #[test]
     fn normalisation() {
-        assert_eq!(normalize(Path::new("/a/b/../c/./d")), PathBuf::from("/a/c/d"));
+        assert_eq!(
+            normalize(Path::new("/a/b/../c/./d")),
+            PathBuf::from("/a/c/d")
+        );
         assert_eq!(normalize(Path::new("/../../x")), PathBuf::from("/x"));
     }
 
@@ -232,7 +235,10 @@ mod tests {
 
         let ok = |p: &str| b.resolve(p).unwrap().inside;
         assert!(ok("src/a.rs"));
-        assert!(ok("src/new/deeper.rs"), "missing paths resolve through their ancestors");
+        assert!(
+            ok("src/new/deeper.rs"),
+            "missing paths resolve through their ancestors"
+        );
         assert!(ok("link-in/a.rs"), "a symlink that stays inside is fine");
         assert!(ok("."));
         assert!(!ok("../outside/x"));

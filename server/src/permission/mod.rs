@@ -177,9 +177,11 @@ mod tests {
 
     fn policy(toml: &str, mode: &str) -> Policy {
         let layer = ConfigLayer::from_toml(toml).unwrap();
-        let mut config = crate::config::Config::default();
-        config.permission = layer.permission.unwrap_or_default();
-        config.mode = mode.into();
+        let config = crate::config::Config {
+            permission: layer.permission.unwrap_or_default(),
+            mode: mode.into(),
+            ..Default::default()
+        };
         Policy::new(&config)
     }
 
@@ -247,8 +249,16 @@ mod tests {
         );
         p.grants.push(("bash".into(), "*".into()));
         p.grants.push(("bash".into(), "rm *".into()));
-        assert_eq!(p.decide("bash", "cargo test"), Allow, "grant turns ask into allow");
-        assert_eq!(p.decide("bash", "rm -rf src"), Deny, "grant never beats deny");
+        assert_eq!(
+            p.decide("bash", "cargo test"),
+            Allow,
+            "grant turns ask into allow"
+        );
+        assert_eq!(
+            p.decide("bash", "rm -rf src"),
+            Deny,
+            "grant never beats deny"
+        );
         assert_eq!(p.decide("edit", "x"), Ask, "grants are per key");
     }
 
@@ -286,10 +296,17 @@ mod tests {
     fn single_action_in_config_replaces_the_default_map() {
         let p = policy("[permission]\nread = \"allow\"\n", "build");
         assert_eq!(p.decide("read", ".env"), Allow);
-        let p = policy("[permission]\nread = { \"secret/*\" = \"deny\" }\n", "build");
+        let p = policy(
+            "[permission]\nread = { \"secret/*\" = \"deny\" }\n",
+            "build",
+        );
         assert_eq!(p.decide("read", ".env"), Ask, "map merges into defaults");
         assert_eq!(p.decide("read", "secret/a"), Deny);
         let p = policy("[permission]\nedit = { \"docs/*\" = \"allow\" }\n", "build");
-        assert_eq!(p.decide("edit", "src/a.rs"), Ask, "the default action stays as *");
+        assert_eq!(
+            p.decide("edit", "src/a.rs"),
+            Ask,
+            "the default action stays as *"
+        );
     }
 }

@@ -1,0 +1,130 @@
+//! The editor port: the one way the agent and its tools reach "the editor".
+//!
+//! The LSP bridge implements it for editors (buffers, `workspace/applyEdit`, approval
+//! requests); the headless CLI implements it for the terminal. Nothing here knows LSP.
+
+use std::path::{Path, PathBuf};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+/// What a tool wants permission for, with everything a person needs to decide.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionRequest {
+    /// The permission key (`edit`, `bash`, `external_directory`, ...).
+    pub permission: String,
+    pub tool: String,
+    pub title: String,
+    /// What the rules were evaluated on (paths, command segments, the URL).
+    pub patterns: Vec<String>,
+    /// What "always" would save.
+    pub always: Vec<String>,
+    /// Unified diff, for edits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Paths outside the workspace that a bash command mentions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub external_paths: Vec<String>,
+}
+
+/// The user's answer to a permission request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum PermissionReply {
+    Once,
+    /// Allow, and save the request's `always` patterns for this project.
+    Always,
+    /// Refuse. With a message, the model reads it and the turn goes on; without, the turn
+    /// stops.
+    Reject {
+        message: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct QuestionOption {
+    pub label: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Question {
+    pub question: String,
+    /// A very short label for the question (a few words).
+    #[serde(default)]
+    pub header: String,
+    #[serde(default)]
+    pub options: Vec<QuestionOption>,
+    /// Whether several options may be chosen.
+    #[serde(default)]
+    pub multiple: bool,
+}
+
+/// What happened when an edit was offered to the editor's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BufferEdit {
+    /// The file is not open: the caller writes it to disk.
+    NotOpen,
+    /// The editor applied it (it is in the editor's undo stack).
+    Applied,
+    /// The editor refused it, or the buffer changed meanwhile.
+    Rejected(String),
+}
+
+pub trait EditorPort: Send + Sync {
+    /// The unsaved text of `path` if the editor has it open.
+    fn buffer_text(&self, path: &Path) -> Option<String>;
+
+    /// Offers the new full text of `path` to the editor's buffer.
+    fn apply_to_buffer<'a>(
+        &'a self,
+        path: &'a Path,
+        new_text: &'a str,
+    ) -> BoxFuture<'a, BufferEdit>;
+
+    fn ask_permission<'a>(
+        &'a self,
+        request: &'a PermissionRequest,
+    ) -> BoxFuture<'a, PermissionReply>;
+
+    /// Asks the user; one list of chosen labels (or free text) per question.
+    fn ask_questions<'a>(
+        &'a self,
+        questions: &'a [Question],
+    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, String>>;
+}
+
+/// An editor with no buffers and no one to ask: permission asks get a fixed answer
+/// (the CLI's `--yes`, or rejection when nobody is at a terminal).
+pub struct Headless {
+    pub answer: PermissionReply,
+}
+
+impl EditorPort for Headless {
+    fn buffer_text(&self, _: &Path) -> Option<String> {
+        None
+    }
+
+    fn apply_to_buffer<'a>(&'a self, _: &'a Path, _: &'a str) -> BoxFuture<'a, BufferEdit> {
+        Box::pin(async { BufferEdit::NotOpen })
+    }
+
+    fn ask_permission<'a>(&'a self, _: &'a PermissionRequest) -> BoxFuture<'a, PermissionReply> {
+        Box::pin(async { self.answer.clone() })
+    }
+
+    fn ask_questions<'a>(
+        &'a self,
+        _: &'a [Question],
+    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, String>> {
+        Box::pin(async { Err("no one is available to answer questions in this session".into()) })
+    }
+}

@@ -1,0 +1,165 @@
+//! File access for tools: through the editor's buffer when the file is open, through the
+//! boundary's capability handle inside the workspace (so a symlink swapped in after the check
+//! cannot lead outside), and plainly for paths outside that a permission allowed.
+//! Also text decoding that keeps a file's BOM and line endings.
+
+use std::path::Path;
+
+use super::{ToolContext, ToolError};
+use crate::editor::BufferEdit;
+use crate::permission::boundary::Resolved;
+
+const BOM: &str = "\u{feff}";
+
+/// A text file as tools see it: LF line endings, no BOM, and how to put both back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextFile {
+    pub text: String,
+    pub bom: bool,
+    pub crlf: bool,
+}
+
+impl TextFile {
+    pub fn decode(bytes: &[u8], display: &str) -> Result<Self, ToolError> {
+        if looks_binary(bytes) {
+            return Err(ToolError::new(format!(
+                "{display} is a binary file ({} bytes); it cannot be shown as text",
+                bytes.len()
+            )));
+        }
+        let raw = std::str::from_utf8(bytes)
+            .map_err(|_| ToolError::new(format!("{display} is not valid UTF-8 text")))?;
+        Ok(Self::from_text(raw))
+    }
+
+    pub fn from_text(raw: &str) -> Self {
+        let (bom, body) = match raw.strip_prefix(BOM) {
+            Some(rest) => (true, rest),
+            None => (false, raw),
+        };
+        let crlf = body.contains("\r\n");
+        let text = if crlf {
+            body.replace("\r\n", "\n")
+        } else {
+            body.to_string()
+        };
+        Self { text, bom, crlf }
+    }
+
+    /// `text` (LF endings) in this file's encoding.
+    pub fn encode(&self, text: &str) -> String {
+        let body = if self.crlf {
+            text.replace("\r\n", "\n").replace('\n', "\r\n")
+        } else {
+            text.to_string()
+        };
+        if self.bom {
+            format!("{BOM}{body}")
+        } else {
+            body
+        }
+    }
+}
+
+/// NUL bytes, or a high share of control bytes, in the first 8 KiB.
+pub fn looks_binary(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(8192)];
+    if head.contains(&0) {
+        return true;
+    }
+    let control = head
+        .iter()
+        .filter(|b| **b < 9 || (**b > 13 && **b < 32))
+        .count();
+    !head.is_empty() && control * 10 > head.len()
+}
+
+/// Common image formats, named so the model gets a clear message.
+pub fn image_kind(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "png" => "PNG image",
+        "jpg" | "jpeg" => "JPEG image",
+        "gif" => "GIF image",
+        "webp" => "WebP image",
+        "bmp" => "BMP image",
+        "ico" => "icon",
+        "pdf" => "PDF document",
+        _ => return None,
+    })
+}
+
+fn not_found(ctx: &ToolContext, r: &Resolved) -> ToolError {
+    ToolError::new(format!("file not found: {}", ctx.display(r)))
+}
+
+/// The bytes of a file on disk.
+pub fn read_bytes(ctx: &ToolContext, r: &Resolved) -> Result<Vec<u8>, ToolError> {
+    let result = match ctx.boundary.beneath(r).filter(|_| r.inside) {
+        Some(rel) => ctx.boundary.dir()?.read(&rel),
+        None => std::fs::read(&r.path),
+    };
+    result.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => not_found(ctx, r),
+        _ => ToolError::new(format!("cannot read {}: {e}", ctx.display(r))),
+    })
+}
+
+/// The current text of a file: the editor's unsaved buffer if open, else the disk.
+/// Returns the text and whether it came from the buffer.
+pub fn read_text(ctx: &ToolContext, r: &Resolved) -> Result<(TextFile, bool), ToolError> {
+    if let Some(buffer) = ctx.editor.buffer_text(&r.path) {
+        return Ok((TextFile::from_text(&buffer), true));
+    }
+    let bytes = read_bytes(ctx, r)?;
+    Ok((TextFile::decode(&bytes, &ctx.display(r))?, false))
+}
+
+/// Writes bytes to disk, creating parent folders.
+pub fn write_bytes(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), ToolError> {
+    let fail = |e: std::io::Error| ToolError::new(format!("cannot write {}: {e}", ctx.display(r)));
+    match ctx.boundary.beneath(r).filter(|_| r.inside) {
+        Some(rel) => {
+            let dir = ctx.boundary.dir().map_err(fail)?;
+            if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+                dir.create_dir_all(parent).map_err(fail)?;
+            }
+            dir.write(&rel, bytes).map_err(fail)
+        }
+        None => {
+            if let Some(parent) = r.path.parent() {
+                std::fs::create_dir_all(parent).map_err(fail)?;
+            }
+            std::fs::write(&r.path, bytes).map_err(fail)
+        }
+    }
+}
+
+/// Writes new text to a file: to the editor's buffer when the file is open there (one undo
+/// step in the editor), else to disk. Records the file as known to the agent.
+pub async fn write_text(ctx: &ToolContext, r: &Resolved, text: &str) -> Result<(), ToolError> {
+    match ctx.editor.apply_to_buffer(&r.path, text).await {
+        BufferEdit::Applied => {}
+        BufferEdit::Rejected(why) => {
+            return Err(ToolError::new(format!(
+                "the editor did not apply the change to {}: {why}",
+                ctx.display(r)
+            )));
+        }
+        BufferEdit::NotOpen => write_bytes(ctx, r, text.as_bytes())?,
+    }
+    ctx.files.remember(&r.path);
+    Ok(())
+}
+
+pub fn remove_file(ctx: &ToolContext, r: &Resolved) -> Result<(), ToolError> {
+    let result = match ctx.boundary.beneath(r).filter(|_| r.inside) {
+        Some(rel) => ctx.boundary.dir()?.remove_file(&rel),
+        None => std::fs::remove_file(&r.path),
+    };
+    result.map_err(|e| ToolError::new(format!("cannot delete {}: {e}", ctx.display(r))))
+}
+
+pub fn exists(r: &Resolved) -> bool {
+    std::fs::symlink_metadata(&r.path).is_ok()
+}
