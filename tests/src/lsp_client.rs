@@ -260,7 +260,11 @@ impl LspClient {
             if let Some(v) = probe() {
                 return v;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            // Wake on a new message, or every 50 ms for conditions outside the protocol.
+            let wake = deadline.min(tokio::time::Instant::now() + Duration::from_millis(50));
+            if tokio::time::timeout_at(wake, notified).await.is_err()
+                && tokio::time::Instant::now() >= deadline
+            {
                 panic!(
                     "timed out after {DEFAULT_TIMEOUT:?} waiting for {what}; stderr:\n{}",
                     self.stderr()

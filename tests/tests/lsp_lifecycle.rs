@@ -243,3 +243,28 @@ async fn stdout_carries_only_lsp_and_logs_go_to_the_log_file() {
         "with --log-file nothing is logged to stderr: {stderr_before_exit}"
     );
 }
+
+#[tokio::test]
+async fn old_tool_outputs_are_removed_at_start_up() {
+    let env = TestEnv::new();
+    let dir = env.data_dir().join("tool-output");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("old.txt"), "x").unwrap();
+    std::fs::write(dir.join("fresh.txt"), "x").unwrap();
+    let eight_days = std::time::Duration::from_secs(8 * 24 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join("old.txt"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - eight_days)
+        .unwrap();
+    let client = LspClient::spawn(&env, &[]);
+    client.initialize(initialize_params(&env.workspace())).await;
+    client
+        .wait_until("the old output to be removed", || {
+            (!dir.join("old.txt").exists()).then_some(())
+        })
+        .await;
+    assert!(dir.join("fresh.txt").exists());
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}

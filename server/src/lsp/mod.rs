@@ -33,6 +33,7 @@ where
     tokio::spawn(transport::pump_input(input, to_server, errors_tx));
     let writer = tokio::spawn(transport::pump_output(from_server, errors_rx, output));
 
+    crate::tools::truncate::spawn_cleanup();
     Server::new(server_input, server_output, socket)
         .serve(service)
         .await;

@@ -161,6 +161,26 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
+    /// A context for the workspace at `root` under `config`.
+    pub fn new(root: &Path, config: &crate::config::Config, editor: Arc<dyn EditorPort>) -> Self {
+        let output_dir = truncate::output_dir();
+        Self {
+            boundary: Boundary::new(root).with_readable(&output_dir),
+            policy: Policy::new(config),
+            editor,
+            output_dir,
+            cancel: CancellationToken::new(),
+            files: Arc::new(FileState::default()),
+            todos: Arc::default(),
+            skill_dirs: vec![
+                root.join(".agent-lsp/skills"),
+                crate::paths::config_dir().join("skills"),
+            ],
+            webfetch_allow_hosts: config.webfetch_allow_hosts.clone(),
+            call_id: String::new(),
+        }
+    }
+
     /// Resolves a path argument; outside the workspace (and not in a readable extra folder
     /// when `reading`), the call needs `external_directory` too.
     pub fn resolve(

@@ -7,10 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
-use super::{FileState, ToolContext};
+use super::ToolContext;
 use crate::config::Config;
 use crate::editor::{BufferEdit, EditorPort, PermissionReply, PermissionRequest, Question};
-use crate::permission::Policy;
 use crate::permission::boundary::Boundary;
 
 #[derive(Default)]
@@ -95,18 +94,11 @@ impl Fixture {
             .unwrap();
         let config: Config = layers.effective();
         let editor = Arc::new(TestEditor::default());
-        let ctx = ToolContext {
-            boundary: Boundary::new(&root).with_readable(&output_dir),
-            policy: Policy::new(&config),
-            editor: editor.clone(),
-            output_dir,
-            cancel: Default::default(),
-            files: Arc::new(FileState::default()),
-            todos: Default::default(),
-            skill_dirs: vec![root.join(".agent-lsp/skills")],
-            webfetch_allow_hosts: config.webfetch_allow_hosts.clone(),
-            call_id: "call_test".into(),
-        };
+        let mut ctx = ToolContext::new(&root, &config, editor.clone());
+        ctx.boundary = Boundary::new(&root).with_readable(&output_dir);
+        ctx.output_dir = output_dir;
+        ctx.skill_dirs = vec![root.join(".agent-lsp/skills")];
+        ctx.call_id = "call_test".into();
         Self { dir, editor, ctx }
     }
 

@@ -107,6 +107,22 @@ pub fn cleanup(dir: &Path, now: SystemTime) -> usize {
         .count()
 }
 
+/// Cleans the tool-output folder now and then every hour, in the background.
+pub fn spawn_cleanup() {
+    tokio::spawn(async {
+        loop {
+            let dir = output_dir();
+            let removed = tokio::task::spawn_blocking(move || cleanup(&dir, SystemTime::now()))
+                .await
+                .unwrap_or(0);
+            if removed > 0 {
+                tracing::info!(removed, "removed old tool outputs");
+            }
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
