@@ -20,7 +20,9 @@ fn generate(root: &Path) {
         let ext = ["rs", "ts", "py", "md"][i % 4];
         let mut body = String::new();
         for line in 0..60 {
-            body.push_str(&format!("fn item_{i}_{line}(value: usize) -> usize {{ value * {line} }}\n"));
+            body.push_str(&format!(
+                "fn item_{i}_{line}(value: usize) -> usize {{ value * {line} }}\n"
+            ));
         }
         if i % 200 == 0 {
             body.push_str("// NEEDLE: the rare marker the benchmark searches for\n");
@@ -39,11 +41,15 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn time<F: FnMut()>(runs: usize, mut f: F) -> Duration {
     f(); // warm the page cache
-    median((0..runs).map(|_| {
-        let t = Instant::now();
-        f();
-        t.elapsed()
-    }).collect())
+    median(
+        (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect(),
+    )
 }
 
 fn main() {
@@ -55,8 +61,13 @@ fn main() {
     let root = dir.path().join("tree");
     std::fs::create_dir_all(&root).unwrap();
     generate(&root);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let editor = Arc::new(Headless { answer: PermissionReply::Once });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let editor = Arc::new(Headless {
+        answer: PermissionReply::Once,
+    });
     let ctx = ToolContext::new(&root, &Config::default(), editor);
     let registry = Registry::standard();
     let call = |name: &str, args: &str| {
@@ -70,7 +81,11 @@ fn main() {
         assert!(r.output.contains("NEEDLE"), "{}", r.output);
     });
     let rg = time(7, || {
-        let out = Command::new("rg").args(["-n", "NEEDLE", "."]).current_dir(&root).output().unwrap();
+        let out = Command::new("rg")
+            .args(["-n", "NEEDLE", "."])
+            .current_dir(&root)
+            .output()
+            .unwrap();
         assert!(!out.stdout.is_empty());
     });
     println!(
@@ -84,7 +99,11 @@ fn main() {
         call("glob", r#"{"pattern": "**/*.rs"}"#);
     });
     let rg = time(7, || {
-        let out = Command::new("rg").args(["--files", "-g", "*.rs"]).current_dir(&root).output().unwrap();
+        let out = Command::new("rg")
+            .args(["--files", "-g", "*.rs"])
+            .current_dir(&root)
+            .output()
+            .unwrap();
         assert!(!out.stdout.is_empty());
     });
     println!(

@@ -79,7 +79,65 @@ pub enum BufferEdit {
     Rejected(String),
 }
 
+/// What the agent reports while it works (the CLI prints these; the LSP bridge turns them into
+/// notifications).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Update {
+    Session {
+        session_id: String,
+    },
+    Text {
+        session_id: String,
+        message_id: String,
+        text: String,
+    },
+    Reasoning {
+        session_id: String,
+        message_id: String,
+        text: String,
+    },
+    ToolCall {
+        session_id: String,
+        id: String,
+        name: String,
+        input: serde_json::Value,
+        status: String,
+    },
+    ToolResult {
+        session_id: String,
+        id: String,
+        name: String,
+        status: String,
+        title: String,
+        output: String,
+    },
+    Status {
+        session_id: String,
+        status: String,
+    },
+    Retry {
+        session_id: String,
+        attempt: u32,
+        wait_ms: u64,
+        reason: String,
+    },
+    Error {
+        session_id: String,
+        message: String,
+    },
+    Usage {
+        session_id: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        cache_read_tokens: u64,
+    },
+}
+
 pub trait EditorPort: Send + Sync {
+    /// Reports progress; the default drops it.
+    fn publish(&self, _update: Update) {}
+
     /// The unsaved text of `path` if the editor has it open.
     fn buffer_text(&self, path: &Path) -> Option<String>;
 

@@ -1,6 +1,7 @@
 //! The command line: the LSP server (default) and the commands around it.
 
 mod doctor;
+mod run;
 mod session;
 
 use std::path::PathBuf;
@@ -32,6 +33,8 @@ pub enum Command {
     /// Inspect and maintain stored sessions.
     #[command(subcommand)]
     Session(SessionCommand),
+    /// Run one agent turn headless: stream the answer, run tools, exit.
+    Run(run::RunArgs),
     /// Check the setup: configuration layers, data directory, database, provider.
     Doctor {
         /// The workspace to check (default: the current directory's project).
@@ -67,6 +70,7 @@ pub async fn run(command: Command) -> i32 {
         Command::Lsp => unreachable!("main serves LSP itself"),
         Command::Session(cmd) => session::run(cmd),
         Command::Doctor { cwd, json } => doctor::run(cwd, json).await,
+        Command::Run(args) => run::run(args).await,
     };
     match result {
         Ok(code) => code,

@@ -54,7 +54,7 @@ pub fn run(cmd: SessionCommand) -> anyhow::Result<i32> {
 }
 
 /// A full id, or a prefix that names exactly one session.
-fn resolve_id(store: &Store, prefix: &str) -> anyhow::Result<String> {
+pub(super) fn resolve_id(store: &Store, prefix: &str) -> anyhow::Result<String> {
     let matches: Vec<String> = store
         .sessions()?
         .into_iter()

@@ -342,6 +342,53 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The newest context epoch of a session: (epoch id, baseline text, change record).
+    pub fn latest_epoch(&self, session_id: &str) -> Result<Option<(String, String, Value)>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, baseline, change_record FROM context_epoch WHERE session_id = ?1
+                 ORDER BY baseline_seq DESC LIMIT 1",
+                params![session_id],
+                |r| Ok((r.get(0)?, r.get(1)?, json_column(r.get::<_, String>(2)?))),
+            )
+            .optional()?)
+    }
+
+    /// Parts in one of `statuses`: (session id, part id, data), oldest first.
+    pub fn parts_with_status(&self, statuses: &[&str]) -> Result<Vec<(String, String, Value)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT session_id, id, data, status FROM part WHERE status IS NOT NULL ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (sid, id, data, status) = row?;
+            if let Some(sid) = sid
+                && statuses.contains(&status.as_str())
+            {
+                out.push((sid, id, json_column(data)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Saved "always" answers of a project: (permission, pattern).
+    pub fn grants(&self, project: &str) -> Result<Vec<(String, String)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT permission, pattern FROM permission_grant WHERE project = ?1 ORDER BY created_at",
+        )?;
+        let rows = stmt.query_map(params![project], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// `PRAGMA integrity_check`: "ok" when the file is sound.
     pub fn integrity_check(&self) -> Result<String> {
         let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;

@@ -480,6 +480,18 @@ impl Registry {
     }
 }
 
+/// The skills installed for a workspace: (name, one-line description).
+pub fn skill_list(workspace: &Path) -> Vec<(String, String)> {
+    let dirs = [
+        workspace.join(".agent-lsp/skills"),
+        crate::paths::config_dir().join("skills"),
+    ];
+    skill::discover(&dirs)
+        .into_iter()
+        .map(|s| (s.name, s.description))
+        .collect()
+}
+
 /// The unified diff of a change, for permission requests and the editor.
 pub fn unified_diff(display_path: &str, old: &str, new: &str) -> String {
     similar::TextDiff::from_lines(old, new)

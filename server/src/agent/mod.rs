@@ -1,0 +1,937 @@
+//! The agent loop (DESIGN §3): admit input, promote it when the session is idle and the
+//! baseline is ready, then step — stream the model's answer, run the tools it asks for,
+//! record everything — until the model stops calling tools or the step limit is reached.
+//!
+//! Everything is written to the event store as it happens, so a crash loses nothing:
+//! admitted input survives and runs after a restart, and tool calls left unfinished are
+//! marked failed, never re-run.
+
+pub mod baseline;
+mod context;
+pub mod prompts;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Action, Config};
+use crate::editor::{EditorPort, PermissionReply, PermissionRequest, Update};
+use crate::provider::{ChatRequest, Provider, ProviderError, ProviderEvent, retry};
+use crate::store::{Event, Store, new_id};
+use crate::tools::{CallStatus, Registry, ToolContext};
+
+/// How a turn ended, as the CLI reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEnd {
+    EndTurn,
+    MaxSteps,
+    Cancelled,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub end: TurnEnd,
+    pub error: Option<String>,
+}
+
+/// Deltas are written in batches: at most this often, or when this much text waits.
+const FLUSH_EVERY: Duration = Duration::from_millis(50);
+const FLUSH_BYTES: usize = 8 * 1024;
+/// How long the very first baseline may wait for an unreadable instruction file.
+const BASELINE_WAIT: Duration = Duration::from_secs(10);
+
+/// The agent of one workspace.
+pub struct Agent {
+    pub store: Arc<Mutex<Store>>,
+    pub config: Config,
+    pub workspace: PathBuf,
+    pub provider: Arc<dyn Provider>,
+    pub registry: Registry,
+    pub editor: Arc<dyn EditorPort>,
+}
+
+type StoreResult<T> = Result<T, String>;
+
+impl Agent {
+    pub fn new(
+        store: Arc<Mutex<Store>>,
+        config: Config,
+        workspace: &Path,
+        provider: Arc<dyn Provider>,
+        editor: Arc<dyn EditorPort>,
+    ) -> Self {
+        Self {
+            store,
+            config,
+            workspace: workspace.to_path_buf(),
+            provider,
+            registry: Registry::standard(),
+            editor,
+        }
+    }
+
+    fn project(&self) -> String {
+        self.workspace.display().to_string()
+    }
+
+    fn append(&self, sid: &str, events: Vec<Event>) -> StoreResult<()> {
+        let batch: Vec<(Option<&str>, Event)> =
+            events.into_iter().map(|e| (Some(sid), e)).collect();
+        self.store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append_all(&batch)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn with_store<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> crate::store::Result<T>,
+    ) -> StoreResult<T> {
+        f(&mut self.store.lock().unwrap_or_else(|p| p.into_inner())).map_err(|e| e.to_string())
+    }
+
+    /// Marks tool calls left pending or running by a process that died as failed (never
+    /// re-runs them) and sessions left busy as idle. Returns how many parts were marked.
+    pub fn recover(&self) -> StoreResult<usize> {
+        let stale = self.with_store(|s| s.parts_with_status(&["pending", "running"]))?;
+        for (sid, part_id, mut data) in stale.iter().cloned() {
+            data["output"] = json!("interrupted: the server stopped before this call finished");
+            self.append(
+                &sid,
+                vec![Event::PartUpdated {
+                    part_id,
+                    data: Some(data),
+                    status: Some("error".into()),
+                }],
+            )?;
+        }
+        let busy: Vec<String> = self
+            .with_store(|s| s.sessions())?
+            .into_iter()
+            .filter(|s| s.status != "idle")
+            .map(|s| s.session_id)
+            .collect();
+        for sid in busy {
+            self.append(
+                &sid,
+                vec![Event::SessionStatus {
+                    status: "idle".into(),
+                }],
+            )?;
+        }
+        Ok(stale.len())
+    }
+
+    /// Admits user input (persisted before this returns). Creates the session when `session`
+    /// is `None`. Returns (session id, input id).
+    pub fn prompt(&self, session: Option<&str>, text: &str) -> StoreResult<(String, String)> {
+        let sid = match session {
+            Some(id) => id.to_string(),
+            None => {
+                let id = new_id();
+                let title: String = text.lines().next().unwrap_or("").chars().take(60).collect();
+                self.append(
+                    &id,
+                    vec![Event::SessionCreated {
+                        workspace: self.project(),
+                        title,
+                    }],
+                )?;
+                id
+            }
+        };
+        if self.with_store(|s| s.session(&sid))?.is_none() {
+            return Err(format!("no session {sid}"));
+        }
+        let input_id = new_id();
+        self.append(
+            &sid,
+            vec![Event::InputAdmitted {
+                input_id: input_id.clone(),
+                text: text.into(),
+                context: Value::Null,
+            }],
+        )?;
+        Ok((sid, input_id))
+    }
+
+    /// Runs everything waiting in the session's inbox, oldest first.
+    pub async fn drive(&self, sid: &str, cancel: &CancellationToken) -> TurnOutcome {
+        let mut last = TurnOutcome {
+            end: TurnEnd::EndTurn,
+            error: None,
+        };
+        loop {
+            if cancel.is_cancelled() {
+                return TurnOutcome {
+                    end: TurnEnd::Cancelled,
+                    error: None,
+                };
+            }
+            let next = match self.with_store(|s| s.inbox(sid)) {
+                Ok(inbox) => inbox.into_iter().next(),
+                Err(e) => return self.fail(sid, e),
+            };
+            let Some(input) = next else { return last };
+            if let Err(e) = self.ensure_baseline(sid, cancel).await {
+                return self.fail(sid, e);
+            }
+            if let Err(e) = self.promote(sid, &input.input_id) {
+                return self.fail(sid, e);
+            }
+            let _ = self.append(
+                sid,
+                vec![Event::SessionStatus {
+                    status: "busy".into(),
+                }],
+            );
+            self.editor.publish(Update::Status {
+                session_id: sid.into(),
+                status: "busy".into(),
+            });
+            last = self.run_steps(sid, cancel).await;
+            let _ = self.append(
+                sid,
+                vec![Event::SessionStatus {
+                    status: "idle".into(),
+                }],
+            );
+            self.editor.publish(Update::Status {
+                session_id: sid.into(),
+                status: "idle".into(),
+            });
+            if last.end != TurnEnd::EndTurn && last.end != TurnEnd::MaxSteps {
+                return last;
+            }
+        }
+    }
+
+    fn fail(&self, sid: &str, message: String) -> TurnOutcome {
+        self.editor.publish(Update::Error {
+            session_id: sid.into(),
+            message: message.clone(),
+        });
+        TurnOutcome {
+            end: TurnEnd::Error,
+            error: Some(message),
+        }
+    }
+
+    fn skills(&self) -> Vec<(String, String)> {
+        crate::tools::skill_list(&self.workspace)
+    }
+
+    /// Builds and stores the baseline before the session's first model call. An instruction
+    /// file that cannot be read makes the first build wait (the input stays pending).
+    async fn ensure_baseline(&self, sid: &str, cancel: &CancellationToken) -> StoreResult<()> {
+        if self.with_store(|s| s.latest_epoch(sid))?.is_some() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        loop {
+            match baseline::build(&self.workspace, &self.skills()) {
+                Ok((text, record)) => {
+                    return self.append(
+                        sid,
+                        vec![Event::ContextEpochStarted {
+                            epoch_id: new_id(),
+                            baseline: text,
+                            change_record: record,
+                            snapshot: None,
+                        }],
+                    );
+                }
+                Err(e) if started.elapsed() < BASELINE_WAIT && !cancel.is_cancelled() => {
+                    tracing::warn!("baseline not ready, input stays pending: {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{e}; the input stays pending and runs once the file can be read"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Turns inbox input into a user message, with a supplemental note when the date or the
+    /// instructions changed since the baseline (or the last note).
+    fn promote(&self, sid: &str, input_id: &str) -> StoreResult<()> {
+        let message_id = new_id();
+        let mut events = vec![Event::InputPromoted {
+            input_id: input_id.into(),
+            message_id: message_id.clone(),
+            part_id: new_id(),
+        }];
+        let record = self.latest_record(sid)?;
+        let (note, new_record) = baseline::changes(&self.workspace, &record);
+        if let Some(text) = note {
+            events.push(Event::PartAdded {
+                part_id: new_id(),
+                message_id: message_id.clone(),
+                kind: "note".into(),
+                data: json!({"text": text, "record": new_record}),
+                status: None,
+            });
+        }
+        self.append(sid, events)?;
+        Ok(())
+    }
+
+    /// The newest change record: the last note's, else the epoch's.
+    fn latest_record(&self, sid: &str) -> StoreResult<Value> {
+        let view = self
+            .with_store(|s| s.session(sid))?
+            .ok_or("the session vanished")?;
+        let from_note = view
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter(|p| p.kind == "note")
+            .filter_map(|p| p.data.get("record").cloned())
+            .next_back();
+        match from_note {
+            Some(r) => Ok(r),
+            None => Ok(self
+                .with_store(|s| s.latest_epoch(sid))?
+                .map(|e| e.2)
+                .unwrap_or(Value::Null)),
+        }
+    }
+
+    fn tool_context(
+        &self,
+        cancel: &CancellationToken,
+        todos: Vec<crate::store::Todo>,
+    ) -> StoreResult<ToolContext> {
+        let mut ctx = ToolContext::new(&self.workspace, &self.config, self.editor.clone());
+        ctx.cancel = cancel.clone();
+        ctx.policy.grants = self.with_store(|s| s.grants(&self.project()))?;
+        *ctx.todos.lock().unwrap_or_else(|p| p.into_inner()) = todos;
+        Ok(ctx)
+    }
+
+    async fn run_steps(&self, sid: &str, cancel: &CancellationToken) -> TurnOutcome {
+        let todos = self
+            .with_store(|s| s.session(sid))
+            .ok()
+            .flatten()
+            .map(|v| v.todos)
+            .unwrap_or_default();
+        // The rules a turn starts with hold for its steps; mode changes apply from the next.
+        let mut ctx = match self.tool_context(cancel, todos) {
+            Ok(c) => c,
+            Err(e) => return self.fail(sid, e),
+        };
+        let max_steps = self.config.max_steps.max(1);
+        let mut recent: Vec<(String, String)> = Vec::new();
+        for step in 1..=max_steps {
+            if cancel.is_cancelled() {
+                return TurnOutcome {
+                    end: TurnEnd::Cancelled,
+                    error: None,
+                };
+            }
+            let last = step == max_steps;
+            let message_id = new_id();
+            if let Err(e) = self.append(
+                sid,
+                vec![
+                    Event::MessageStarted {
+                        message_id: message_id.clone(),
+                        role: "assistant".into(),
+                        meta: json!({"step": step, "model": self.model()}),
+                    },
+                    Event::PartAdded {
+                        part_id: new_id(),
+                        message_id: message_id.clone(),
+                        kind: "step_start".into(),
+                        data: json!({"snapshot": null}),
+                        status: None,
+                    },
+                ],
+            ) {
+                return self.fail(sid, e);
+            }
+            let request = match context::build_request(self, sid, &ctx, last) {
+                Ok(r) => r,
+                Err(e) => return self.fail(sid, e),
+            };
+            let answer = match self.stream_answer(sid, &message_id, &request, cancel).await {
+                Ok(a) => a,
+                Err(outcome) => return outcome,
+            };
+            if answer.calls.is_empty() {
+                return TurnOutcome {
+                    end: if last {
+                        TurnEnd::MaxSteps
+                    } else {
+                        TurnEnd::EndTurn
+                    },
+                    error: None,
+                };
+            }
+            let list_version = self.registry.version();
+            for (i, call) in answer.calls.iter().enumerate() {
+                if cancel.is_cancelled() {
+                    // Calls not started yet are recorded as interrupted, never run.
+                    for later in &answer.calls[i..] {
+                        self.record_tool(
+                            sid,
+                            &message_id,
+                            later,
+                            "error",
+                            "interrupted: the turn was cancelled",
+                            "",
+                            &Value::Null,
+                        );
+                    }
+                    return TurnOutcome {
+                        end: TurnEnd::Cancelled,
+                        error: None,
+                    };
+                }
+                ctx.call_id = call.id.clone();
+                let stopped = self
+                    .run_tool(sid, &message_id, call, list_version, &mut ctx, &mut recent)
+                    .await;
+                if stopped {
+                    return TurnOutcome {
+                        end: TurnEnd::Cancelled,
+                        error: Some("the user rejected a tool call and stopped the turn".into()),
+                    };
+                }
+            }
+            if cancel.is_cancelled() {
+                return TurnOutcome {
+                    end: TurnEnd::Cancelled,
+                    error: None,
+                };
+            }
+            if last {
+                return TurnOutcome {
+                    end: TurnEnd::MaxSteps,
+                    error: None,
+                };
+            }
+        }
+        TurnOutcome {
+            end: TurnEnd::MaxSteps,
+            error: None,
+        }
+    }
+
+    pub fn model(&self) -> String {
+        self.config
+            .model
+            .clone()
+            .unwrap_or_else(|| match self.config.provider {
+                Some(crate::config::ProviderKind::Scripted) => "scripted".into(),
+                _ => "default".into(),
+            })
+    }
+
+    /// Records a tool part in its final state (used for calls that never ran).
+    #[allow(clippy::too_many_arguments)]
+    fn record_tool(
+        &self,
+        sid: &str,
+        message_id: &str,
+        call: &PendingCall,
+        status: &str,
+        output: &str,
+        title: &str,
+        metadata: &Value,
+    ) {
+        let data = json!({"callId": call.id, "name": call.name, "input": call.arguments, "output": output, "title": title, "metadata": metadata});
+        let _ = self.append(
+            sid,
+            vec![Event::PartAdded {
+                part_id: new_id(),
+                message_id: message_id.into(),
+                kind: "tool".into(),
+                data,
+                status: Some(status.into()),
+            }],
+        );
+        self.editor.publish(Update::ToolResult {
+            session_id: sid.into(),
+            id: call.id.clone(),
+            name: call.name.clone(),
+            status: status.into(),
+            title: title.into(),
+            output: output.into(),
+        });
+    }
+
+    /// Runs one call: pending → running → completed/error, with the doom-loop check.
+    /// Returns true when the user stopped the turn.
+    async fn run_tool(
+        &self,
+        sid: &str,
+        message_id: &str,
+        call: &PendingCall,
+        list_version: u64,
+        ctx: &mut ToolContext,
+        recent: &mut Vec<(String, String)>,
+    ) -> bool {
+        let part_id = new_id();
+        let input: Value =
+            serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
+        let mut data = json!({"callId": call.id, "name": call.name, "input": call.arguments});
+        let _ = self.append(
+            sid,
+            vec![Event::PartAdded {
+                part_id: part_id.clone(),
+                message_id: message_id.into(),
+                kind: "tool".into(),
+                data: data.clone(),
+                status: Some("pending".into()),
+            }],
+        );
+        self.editor.publish(Update::ToolCall {
+            session_id: sid.into(),
+            id: call.id.clone(),
+            name: call.name.clone(),
+            input: input.clone(),
+            status: "pending".into(),
+        });
+
+        // The same call three times in a row: ask before letting the model spin.
+        recent.push((call.name.clone(), call.arguments.clone()));
+        let n = recent.len();
+        if n >= 3 && recent[n - 3..].iter().all(|c| *c == recent[n - 1]) {
+            let request = PermissionRequest {
+                permission: "doom_loop".into(),
+                tool: call.name.clone(),
+                title: format!(
+                    "{} was called three times in a row with the same arguments",
+                    call.name
+                ),
+                patterns: vec![call.name.clone()],
+                always: vec![call.name.clone()],
+                diff: None,
+                command: None,
+                workdir: None,
+                url: None,
+                external_paths: Vec::new(),
+            };
+            let refusal = match ctx.policy.decide("doom_loop", &call.name) {
+                Action::Allow => None,
+                Action::Deny => Some(
+                    "stopped: the same call was repeated three times; try something else"
+                        .to_string(),
+                ),
+                Action::Ask => match ctx.editor.ask_permission(&request).await {
+                    PermissionReply::Once | PermissionReply::Always => None,
+                    PermissionReply::Reject { message } => Some(format!(
+                        "stopped: the same call was repeated three times{}",
+                        message
+                            .map(|m| format!("; the user says: {m}"))
+                            .unwrap_or_default()
+                    )),
+                },
+            };
+            if let Some(output) = refusal {
+                data["output"] = json!(output);
+                let _ = self.append(
+                    sid,
+                    vec![Event::PartUpdated {
+                        part_id,
+                        data: Some(data),
+                        status: Some("error".into()),
+                    }],
+                );
+                self.editor.publish(Update::ToolResult {
+                    session_id: sid.into(),
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    status: "error".into(),
+                    title: String::new(),
+                    output,
+                });
+                return false;
+            }
+        }
+
+        let _ = self.append(
+            sid,
+            vec![Event::PartUpdated {
+                part_id: part_id.clone(),
+                data: None,
+                status: Some("running".into()),
+            }],
+        );
+        self.editor.publish(Update::ToolCall {
+            session_id: sid.into(),
+            id: call.id.clone(),
+            name: call.name.clone(),
+            input,
+            status: "running".into(),
+        });
+        let result = self
+            .registry
+            .call(&call.name, &call.arguments, list_version, ctx)
+            .await;
+        let status = match result.status {
+            CallStatus::Completed => "completed",
+            _ if ctx.cancel.is_cancelled() || result.output.starts_with("interrupted") => {
+                "interrupted"
+            }
+            _ => "error",
+        };
+        data["output"] = json!(result.output);
+        data["title"] = json!(result.title);
+        data["metadata"] = result.metadata.clone();
+        let mut events = vec![Event::PartUpdated {
+            part_id,
+            data: Some(data),
+            status: Some(status.into()),
+        }];
+        for (permission, pattern) in &result.grants {
+            events.push(Event::PermissionGranted {
+                project: self.project(),
+                permission: permission.clone(),
+                pattern: pattern.clone(),
+            });
+            ctx.policy
+                .grants
+                .push((permission.clone(), pattern.clone()));
+        }
+        if let Some(todos) = &result.todos {
+            events.push(Event::TodosReplaced {
+                todos: todos.clone(),
+            });
+        }
+        // Grants are project-wide (no session); everything else belongs to the session.
+        let (grants, session_events): (Vec<Event>, Vec<Event>) = events
+            .into_iter()
+            .partition(|e| matches!(e, Event::PermissionGranted { .. }));
+        let _ = self.append(sid, session_events);
+        if !grants.is_empty() {
+            let batch: Vec<(Option<&str>, Event)> = grants.into_iter().map(|e| (None, e)).collect();
+            let _ = self.with_store(|s| s.append_all(&batch).map(|_| ()));
+        }
+        self.editor.publish(Update::ToolResult {
+            session_id: sid.into(),
+            id: call.id.clone(),
+            name: call.name.clone(),
+            status: status.into(),
+            title: result.title.clone(),
+            output: result.output.clone(),
+        });
+        result.status == CallStatus::Stopped
+    }
+
+    /// Streams one answer with retries before output, persisting deltas in batches.
+    async fn stream_answer(
+        &self,
+        sid: &str,
+        message_id: &str,
+        request: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<Answer, TurnOutcome> {
+        let mut attempt = 0;
+        loop {
+            let mut writer = AnswerWriter::new(self, sid, message_id);
+            let started = tokio::select! {
+                s = self.provider.stream(request) => s,
+                _ = cancel.cancelled() => return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None }),
+            };
+            let result = match started {
+                Ok(mut stream) => loop {
+                    let next = tokio::select! {
+                        n = stream.next() => n,
+                        _ = cancel.cancelled() => {
+                            writer.close("interrupted");
+                            return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None });
+                        }
+                    };
+                    match next {
+                        None => {
+                            break Err(ProviderError::StreamBroken {
+                                message: "the stream ended without a finish".into(),
+                            });
+                        }
+                        Some(Ok(ProviderEvent::Finish(reason))) => break Ok(reason),
+                        Some(Ok(event)) => writer.event(event),
+                        Some(Err(e)) => break Err(e),
+                    }
+                },
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(_reason) => {
+                    writer.close("completed");
+                    return Ok(writer.into_answer());
+                }
+                Err(e) => {
+                    let had_output = writer.had_output();
+                    // Nothing came yet: a broken stream counts as a connection failure.
+                    let retryable = match &e {
+                        ProviderError::Retryable { .. } => true,
+                        ProviderError::StreamBroken { .. } => !had_output,
+                        _ => false,
+                    };
+                    if retryable && attempt < retry::MAX_RETRIES {
+                        attempt += 1;
+                        let after = if let ProviderError::Retryable { retry_after, .. } = &e {
+                            *retry_after
+                        } else {
+                            None
+                        };
+                        let wait = retry::delay(attempt, after);
+                        writer.close("error");
+                        self.editor.publish(Update::Retry {
+                            session_id: sid.into(),
+                            attempt,
+                            wait_ms: wait.as_millis() as u64,
+                            reason: e.to_string(),
+                        });
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => continue,
+                            _ = cancel.cancelled() => return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None }),
+                        }
+                    }
+                    writer.close(if had_output { "interrupted" } else { "error" });
+                    let message = match &e {
+                        ProviderError::ContextOverflow { .. } => format!(
+                            "{e}. The conversation no longer fits the model's context window; start a new session (automatic compaction is coming)."
+                        ),
+                        ProviderError::Retryable { .. } => {
+                            format!("{e} (gave up after {} retries)", retry::MAX_RETRIES)
+                        }
+                        ProviderError::StreamBroken { .. } if had_output => {
+                            format!("{e}; the partial answer was kept")
+                        }
+                        _ => e.to_string(),
+                    };
+                    let _ = self.append(
+                        sid,
+                        vec![Event::PartAdded {
+                            part_id: new_id(),
+                            message_id: message_id.into(),
+                            kind: "error".into(),
+                            data: json!({"text": message}),
+                            status: None,
+                        }],
+                    );
+                    return Err(self.fail(sid, message));
+                }
+            }
+        }
+    }
+}
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone)]
+pub struct PendingCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+pub struct Answer {
+    pub calls: Vec<PendingCall>,
+}
+
+/// Accumulates one streamed answer and writes it to the store in batches.
+struct AnswerWriter<'a> {
+    agent: &'a Agent,
+    sid: &'a str,
+    message_id: &'a str,
+    text: Option<(String, String)>,
+    reasoning: Option<(String, String)>,
+    signature: Option<String>,
+    pending: Vec<Event>,
+    pending_bytes: usize,
+    last_flush: Instant,
+    calls: std::collections::BTreeMap<usize, PendingCall>,
+    output: bool,
+}
+
+impl<'a> AnswerWriter<'a> {
+    fn new(agent: &'a Agent, sid: &'a str, message_id: &'a str) -> Self {
+        Self {
+            agent,
+            sid,
+            message_id,
+            text: None,
+            reasoning: None,
+            signature: None,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            last_flush: Instant::now(),
+            calls: Default::default(),
+            output: false,
+        }
+    }
+
+    fn had_output(&self) -> bool {
+        self.output
+    }
+
+    fn part(&mut self, kind: &str) -> String {
+        let part_id = new_id();
+        self.pending.push(Event::PartAdded {
+            part_id: part_id.clone(),
+            message_id: self.message_id.into(),
+            kind: kind.into(),
+            data: json!({"text": ""}),
+            status: Some("streaming".into()),
+        });
+        part_id
+    }
+
+    fn delta(&mut self, reasoning: bool, piece: String) {
+        self.output = true;
+        let slot = if reasoning {
+            &self.reasoning
+        } else {
+            &self.text
+        };
+        let part_id = match slot {
+            Some((id, _)) => id.clone(),
+            None => {
+                let id = self.part(if reasoning { "reasoning" } else { "text" });
+                let slot = if reasoning {
+                    &mut self.reasoning
+                } else {
+                    &mut self.text
+                };
+                *slot = Some((id.clone(), String::new()));
+                id
+            }
+        };
+        let slot = if reasoning {
+            &mut self.reasoning
+        } else {
+            &mut self.text
+        };
+        if let Some((_, all)) = slot {
+            all.push_str(&piece);
+        }
+        let update = if reasoning {
+            Update::Reasoning {
+                session_id: self.sid.into(),
+                message_id: self.message_id.into(),
+                text: piece.clone(),
+            }
+        } else {
+            Update::Text {
+                session_id: self.sid.into(),
+                message_id: self.message_id.into(),
+                text: piece.clone(),
+            }
+        };
+        self.agent.editor.publish(update);
+        self.pending_bytes += piece.len();
+        self.pending.push(Event::TextAppended {
+            part_id,
+            text: piece,
+        });
+        if self.pending_bytes >= FLUSH_BYTES || self.last_flush.elapsed() >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
+    fn event(&mut self, event: ProviderEvent) {
+        match event {
+            ProviderEvent::TextDelta(t) => self.delta(false, t),
+            ProviderEvent::ReasoningDelta(t) => self.delta(true, t),
+            ProviderEvent::ReasoningSignature(s) => self.signature = Some(s),
+            ProviderEvent::ToolCallStart { index, id, name } => {
+                self.output = true;
+                self.calls.insert(
+                    index,
+                    PendingCall {
+                        id,
+                        name,
+                        arguments: String::new(),
+                    },
+                );
+            }
+            ProviderEvent::ToolCallDelta { index, arguments } => {
+                self.output = true;
+                if let Some(c) = self.calls.get_mut(&index) {
+                    c.arguments.push_str(&arguments);
+                }
+            }
+            ProviderEvent::ToolCallEnd { .. } => {}
+            ProviderEvent::Usage(u) => {
+                self.agent.editor.publish(Update::Usage {
+                    session_id: self.sid.into(),
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                    cache_read_tokens: u.cache_read_tokens,
+                });
+                self.pending.push(Event::PartAdded {
+                    part_id: new_id(),
+                    message_id: self.message_id.into(),
+                    kind: "usage".into(),
+                    data: serde_json::to_value(u).unwrap_or(Value::Null),
+                    status: None,
+                });
+            }
+            ProviderEvent::Finish(_) => {}
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let events = std::mem::take(&mut self.pending);
+            if let Err(e) = self.agent.append(self.sid, events) {
+                tracing::error!("cannot record the answer: {e}");
+            }
+        }
+        self.pending_bytes = 0;
+        self.last_flush = Instant::now();
+    }
+
+    /// Writes what is left and gives the text and reasoning parts their final status.
+    fn close(&mut self, status: &str) {
+        for (slot, is_reasoning) in [(self.text.clone(), false), (self.reasoning.clone(), true)] {
+            if let Some((part_id, _)) = slot {
+                let data = match (&self.signature, is_reasoning) {
+                    (Some(sig), true) => self
+                        .reasoning
+                        .as_ref()
+                        .map(|(_, t)| json!({"text": t, "signature": sig})),
+                    _ => None,
+                };
+                self.pending.push(Event::PartUpdated {
+                    part_id,
+                    data,
+                    status: Some(status.into()),
+                });
+            }
+        }
+        self.text = None;
+        self.reasoning = None;
+        self.flush();
+    }
+
+    fn into_answer(self) -> Answer {
+        Answer {
+            calls: self
+                .calls
+                .into_values()
+                .map(|mut c| {
+                    if c.id.is_empty() {
+                        c.id = format!("call_{}", new_id());
+                    }
+                    c
+                })
+                .collect(),
+        }
+    }
+}
