@@ -45,7 +45,7 @@ pub struct TurnOutcome {
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
 const FLUSH_BYTES: usize = 8 * 1024;
 /// How long the very first baseline may wait for an unreadable instruction file.
-const BASELINE_WAIT: Duration = Duration::from_secs(10);
+const BASELINE_WAIT: Duration = Duration::from_secs(3);
 
 /// The agent of one workspace.
 pub struct Agent {

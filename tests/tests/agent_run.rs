@@ -1,0 +1,589 @@
+//! The agent loop through `agent-lsp run`, against fake-llm in both wire formats.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_lsp_tests::process::{FakeLlm, TestEnv};
+use serde_json::{Value, json};
+
+const FORMATS: [&str; 2] = ["openai", "anthropic"];
+
+/// A test workspace pointed at `llm` in `format`.
+fn setup(llm: &FakeLlm, format: &str, extra: &str) -> TestEnv {
+    let env = TestEnv::new();
+    let base = if format == "openai" {
+        format!("{}/v1", llm.url)
+    } else {
+        llm.url.clone()
+    };
+    env.write_user_config(&format!(
+        "provider = \"{format}\"\nmodel = \"fake-model\"\nbase_url = \"{base}\"\napi_key_env = \"FAKE_KEY\"\n{extra}"
+    ));
+    std::fs::create_dir_all(env.workspace().join("src")).unwrap();
+    std::fs::write(
+        env.workspace().join("src/lib.rs"),
+        "pub fn answer() -> u32 {\n    41\n}\n",
+    )
+    .unwrap();
+    env
+}
+
+struct Run {
+    code: i32,
+    lines: Vec<Value>,
+    stderr: String,
+}
+
+impl Run {
+    fn of_type(&self, t: &str) -> Vec<&Value> {
+        self.lines.iter().filter(|l| l["type"] == t).collect()
+    }
+    fn text(&self) -> String {
+        self.of_type("text")
+            .iter()
+            .map(|l| l["text"].as_str().unwrap())
+            .collect()
+    }
+    fn done(&self) -> &Value {
+        let last = self.lines.last().expect("some output");
+        assert_eq!(last["type"], "done", "the last line is done: {last}");
+        last
+    }
+    fn session(&self) -> String {
+        self.lines[0]["session_id"].as_str().unwrap().to_string()
+    }
+}
+
+fn spawn(env: &TestEnv, args: &[&str]) -> Child {
+    let mut cmd = env.command(&["run", "--json", "--cwd", env.workspace().to_str().unwrap()]);
+    cmd.args(args)
+        .env("FAKE_KEY", "test-key")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("spawn agent-lsp run")
+}
+
+fn finish(child: Child) -> Run {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        lines,
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    }
+}
+
+fn run(env: &TestEnv, args: &[&str]) -> Run {
+    finish(spawn(env, args))
+}
+
+fn show(env: &TestEnv, session: &str) -> Value {
+    let (code, out, err) = env.run(&["session", "show", session, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn parts<'a>(view: &'a Value, kind: &str) -> Vec<&'a Value> {
+    view["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().unwrap())
+        .filter(|p| p["kind"] == kind)
+        .collect()
+}
+
+#[test]
+fn a_multi_step_task_reads_edits_runs_and_answers() {
+    for format in FORMATS {
+        let script = json!({"turns": [
+            {"expect": {"tools_include": ["read", "edit", "bash", "apply_patch"], "system_contains": "Working directory"},
+             "reply": {"text": "Let me look.", "tool_calls": [{"name": "read", "arguments": {"filePath": "src/lib.rs"}}]}},
+            {"expect": {"last_message_contains": "00002|     41"},
+             "reply": {"text": "Fixing the answer.", "tool_calls": [{"name": "edit", "arguments": {"filePath": "src/lib.rs", "oldString": "    41", "newString": "    42"}}]}},
+            {"expect": {"last_message_contains": "Edited src/lib.rs"},
+             "reply": {"tool_calls": [{"name": "bash", "arguments": {"command": "grep -c 42 src/lib.rs", "description": "check the fix"}}]}},
+            {"expect": {"last_message_contains": "(exit code 0)"},
+             "reply": {"text": "The answer is now 42.", "usage": {"input_tokens": 900, "output_tokens": 12}}}
+        ]});
+        let llm = FakeLlm::start(&script, format);
+        let env = setup(&llm, format, "");
+        let r = run(&env, &["--yes", "fix the answer"]);
+        assert_eq!(
+            r.code,
+            0,
+            "{format}: {}\n{:?}",
+            r.stderr,
+            llm.requests().iter().map(|q| &q.error).collect::<Vec<_>>()
+        );
+        assert_eq!(r.done()["stop_reason"], "end_turn");
+        assert_eq!(
+            std::fs::read_to_string(env.workspace().join("src/lib.rs")).unwrap(),
+            "pub fn answer() -> u32 {\n    42\n}\n"
+        );
+        assert!(r.text().contains("The answer is now 42."), "{format}");
+        let calls: Vec<&str> = r
+            .of_type("tool_result")
+            .iter()
+            .map(|l| l["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(calls, ["read", "edit", "bash"]);
+        assert!(
+            r.of_type("permission").len() >= 4,
+            "asks for edit and bash, answered by --yes"
+        );
+        assert!(llm.requests().iter().all(|q| q.error.is_none()));
+
+        let view = show(&env, &r.session());
+        let tools = parts(&view, "tool");
+        assert_eq!(tools.len(), 3);
+        assert!(
+            tools.iter().all(|p| p["status"] == "completed"),
+            "{tools:?}"
+        );
+        assert_eq!(parts(&view, "step_start").len(), 4);
+        assert!(
+            parts(&view, "text")
+                .iter()
+                .any(|p| p["data"]["text"] == "The answer is now 42.")
+        );
+        assert_eq!(view["messages"][0]["role"], "user");
+        assert_eq!(view["status"], "idle");
+    }
+}
+
+#[test]
+fn retries_honour_retry_after_and_give_up_after_two() {
+    for format in FORMATS {
+        let script = json!({"turns": [
+            {"fault": {"status": 429, "retry_after_s": 1, "body": "slow down"}},
+            {"reply": {"text": "ok after a retry"}}
+        ]});
+        let llm = FakeLlm::start(&script, format);
+        let env = setup(&llm, format, "");
+        let started = Instant::now();
+        let r = run(&env, &["hello"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "Retry-After: 1 was honoured"
+        );
+        assert_eq!(r.of_type("retry").len(), 1);
+        assert_eq!(r.of_type("retry")[0]["wait_ms"], 1000);
+        assert_eq!(r.text(), "ok after a retry");
+
+        let script = json!({"turns": [
+            {"fault": {"status": 500, "body": "boom 1"}},
+            {"fault": {"status": 502, "body": "boom 2"}},
+            {"fault": {"status": 503, "body": "boom 3"}},
+            {"reply": {"text": "never reached"}}
+        ]});
+        let llm = FakeLlm::start(&script, format);
+        let env = setup(&llm, format, "");
+        let r = run(&env, &["hello"]);
+        assert_eq!(r.code, 1);
+        assert_eq!(llm.requests().len(), 3, "the first try and two retries");
+        let error = r.of_type("error")[0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("503") && error.contains("gave up after 2 retries"),
+            "{error}"
+        );
+        assert_eq!(r.done()["stop_reason"], "error");
+    }
+}
+
+#[test]
+fn an_auth_error_fails_at_once_naming_the_key_variable() {
+    for format in FORMATS {
+        let llm = FakeLlm::start(
+            &json!({"turns": [{"fault": {"status": 401, "body": "invalid x-api-key"}}]}),
+            format,
+        );
+        let env = setup(&llm, format, "");
+        let r = run(&env, &["hello"]);
+        assert_eq!(r.code, 1);
+        assert_eq!(llm.requests().len(), 1, "no retry");
+        let error = r.of_type("error")[0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("$FAKE_KEY") && error.contains("invalid x-api-key"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_stream_cut_mid_answer_keeps_the_partial_text_and_says_so() {
+    for format in FORMATS {
+        let script = json!({"turns": [
+            {"reply": {"text": "The first part arrives, then the connection drops"}, "fault": {"disconnect_after_chunks": 4}}
+        ], "chunk_chars": 5});
+        let llm = FakeLlm::start(&script, format);
+        let env = setup(&llm, format, "");
+        let r = run(&env, &["hello"]);
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert_eq!(
+            llm.requests().len(),
+            1,
+            "a stream that began is not retried blindly"
+        );
+        let error = r.of_type("error")[0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("cut off") && error.contains("partial answer was kept"),
+            "{error}"
+        );
+        let view = show(&env, &r.session());
+        let text = parts(&view, "text");
+        let kept = text.last().unwrap();
+        assert!(!kept["data"]["text"].as_str().unwrap().is_empty());
+        assert_eq!(kept["status"], "interrupted");
+    }
+}
+
+#[test]
+fn malformed_events_and_bad_tool_arguments_do_not_stop_the_loop() {
+    for format in FORMATS {
+        let script = json!({"turns": [
+            {"reply": {"text": "Calling with broken arguments.", "tool_calls": [{"name": "read", "arguments": "{\"filePath\": "}]},
+             "fault": {"malformed_sse": true}},
+            {"expect": {"last_message_contains": "not valid JSON"},
+             "reply": {"text": "Understood, done."}}
+        ]});
+        let llm = FakeLlm::start(&script, format);
+        let env = setup(&llm, format, "");
+        let r = run(&env, &["hello"]);
+        assert_eq!(
+            r.code,
+            0,
+            "{}\n{:?}",
+            r.stderr,
+            llm.requests().iter().map(|q| &q.error).collect::<Vec<_>>()
+        );
+        assert!(
+            r.text().contains("Calling with broken arguments.")
+                && r.text().contains("Understood, done.")
+        );
+        let result = &r.of_type("tool_result")[0];
+        assert_eq!(result["status"], "error");
+    }
+}
+
+#[test]
+fn context_overflow_ends_the_turn_with_a_clear_error() {
+    for format in FORMATS {
+        let llm = FakeLlm::start(
+            &json!({"turns": [{"fault": {"context_overflow": true}}]}),
+            format,
+        );
+        let env = setup(&llm, format, "");
+        let r = run(&env, &["hello"]);
+        assert_eq!(r.code, 1);
+        let error = r.of_type("error")[0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("context too long") && error.contains("new session"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn arguments_in_many_chunks_and_two_calls_in_one_turn() {
+    for format in FORMATS {
+        std::thread::sleep(Duration::from_millis(5));
+        let script = json!({"chunk_chars": 3, "turns": [
+            {"reply": {"tool_calls": [
+                {"name": "write", "arguments": {"filePath": "a.txt", "content": "alpha 🦀 with a longer body\n"}},
+                {"name": "write", "arguments": {"filePath": "b/b.txt", "content": "beta\n"}}
+            ]}},
+            {"expect": {"request_contains": "Created b/b.txt"}, "reply": {"text": "Both written."}}
+        ]});
+        let llm = FakeLlm::start(&script, format);
+        let env = setup(&llm, format, "");
+        let r = run(&env, &["--mode", "auto", "write two files"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            std::fs::read_to_string(env.workspace().join("a.txt")).unwrap(),
+            "alpha 🦀 with a longer body\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(env.workspace().join("b/b.txt")).unwrap(),
+            "beta\n"
+        );
+        // The second request carries both results after the assistant's two calls.
+        let second = &llm.requests()[1].body;
+        let text = second.to_string();
+        assert!(
+            text.contains("Created a.txt") && text.contains("Created b/b.txt"),
+            "{format}"
+        );
+    }
+}
+
+#[test]
+fn without_a_terminal_asks_are_refused_unless_yes_or_auto() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [{"name": "write", "arguments": {"filePath": "x.txt", "content": "x"}}]}},
+        {"expect": {"last_message_contains": "no terminal"}, "reply": {"text": "I could not write it."}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "");
+    let r = run(&env, &["write x"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!env.workspace().join("x.txt").exists());
+    assert_eq!(r.of_type("permission")[1]["reply"]["outcome"], "reject");
+}
+
+/// Every request of a session extends the previous one: same system, same tools, and the
+/// earlier messages unchanged (prompt caches depend on it).
+#[test]
+fn the_prefix_is_byte_stable_over_ten_steps() {
+    for format in FORMATS {
+        let mut turns: Vec<Value> = (0..9)
+            .map(|i| json!({"reply": {"text": format!("step {i}"), "tool_calls": [
+                {"name": "write", "arguments": {"filePath": format!("f{i}.txt"), "content": format!("{i}\n")}}]}}))
+            .collect();
+        turns.push(json!({"reply": {"text": "all ten done"}}));
+        let llm = FakeLlm::start(&json!({"turns": turns}), format);
+        let env = setup(&llm, format, "max_steps = 20\n");
+        let r = run(&env, &["--mode", "auto", "ten steps"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let requests = llm.requests();
+        assert_eq!(requests.len(), 10);
+        for pair in requests.windows(2) {
+            let (a, b) = (&pair[0].body, &pair[1].body);
+            assert_eq!(a["system"], b["system"], "{format}: system blocks stable");
+            assert_eq!(a["tools"], b["tools"], "{format}: tools stable");
+            let (ma, mb) = (
+                a["messages"].as_array().unwrap(),
+                b["messages"].as_array().unwrap(),
+            );
+            assert!(mb.len() > ma.len());
+            // Anthropic merges tool results into the user turn that follows, so the last
+            // message of a request may grow; everything before it must be identical.
+            let stable = if format == "anthropic" {
+                ma.len() - 1
+            } else {
+                ma.len()
+            };
+            assert_eq!(
+                &mb[..stable],
+                &ma[..stable],
+                "{format}: earlier messages unchanged"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_step_limit_asks_for_a_wrap_up_without_tools() {
+    let turns: Vec<Value> = (0..2)
+        .map(|i| json!({"reply": {"tool_calls": [{"name": "glob", "arguments": {"pattern": format!("*{i}")}}]}}))
+        .chain(std::iter::once(json!({"expect": {"no_tools": true, "last_message_contains": "step limit"},
+                                       "reply": {"text": "Summary: I looked around."}})))
+        .collect();
+    let llm = FakeLlm::start(&json!({"turns": turns}), "openai");
+    let env = setup(&llm, "openai", "max_steps = 3\n");
+    let r = run(&env, &["look around"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.done()["stop_reason"], "max_steps");
+    assert!(r.text().contains("Summary"));
+    assert!(llm.requests().iter().all(|q| q.error.is_none()));
+}
+
+#[test]
+fn the_same_call_three_times_in_a_row_is_a_doom_loop() {
+    let same =
+        json!({"reply": {"tool_calls": [{"name": "glob", "arguments": {"pattern": "*.nothing"}}]}});
+    let script = json!({"turns": [same, same, same,
+        {"expect": {"last_message_contains": "repeated three times"}, "reply": {"text": "I will stop repeating myself."}}]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "[permission]\ndoom_loop = \"deny\"\n");
+    let r = run(&env, &["loop"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.of_type("tool_result");
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0]["status"], "completed");
+    assert_eq!(results[2]["status"], "error");
+
+    // With the default (ask), the user is asked.
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "");
+    let r = run(&env, &["--yes", "loop"]);
+    assert!(
+        r.of_type("permission")
+            .iter()
+            .any(|p| p["request"]["permission"] == "doom_loop")
+    );
+}
+
+/// Whether any live (non-zombie) process belongs to process group `pgid`.
+fn pgid_alive(pgid: i32) -> bool {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| {
+            // pid (comm) state ppid pgrp ...; comm may contain spaces, so split after ')'.
+            let rest: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r)
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            rest.len() > 2 && rest[0] != "Z" && rest[2] == pgid.to_string()
+        })
+}
+
+#[test]
+fn ctrl_c_during_a_long_command_cancels_cleanly() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [{"name": "bash", "arguments": {"command": "echo $$ > pgid; sleep 30"}}]}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "");
+    let child = spawn(&env, &["--mode", "auto", "wait"]);
+    let pgid_file = env.workspace().join("pgid");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&pgid_file)
+        .map(|s| s.trim().is_empty())
+        .unwrap_or(true)
+    {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pgid: i32 = std::fs::read_to_string(&pgid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pgid_alive(pgid));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let r = finish(child);
+    assert_eq!(r.code, 130, "{}", r.stderr);
+    assert_eq!(r.done()["stop_reason"], "cancelled");
+    assert!(!pgid_alive(pgid), "the command's process group is gone");
+    let view = show(&env, &r.session());
+    let tool = parts(&view, "tool")[0];
+    assert_eq!(tool["status"], "interrupted", "{tool}");
+}
+
+#[test]
+fn kill_9_mid_tool_call_then_restart_marks_it_failed_and_runs_pending_input() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [{"name": "bash", "arguments": {"command": "touch started; sleep 30"}}]}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "");
+    let mut child = spawn(&env, &["--mode", "auto", "first"]);
+    let mut first_line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
+    let session = serde_json::from_str::<Value>(&first_line).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env.workspace().join("started").exists() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Another client queues input meanwhile (admitted, not yet promoted).
+    {
+        let mut store = agent_lsp::store::Store::open(&env.database()).unwrap();
+        store
+            .append(
+                Some(&session),
+                &agent_lsp::store::Event::InputAdmitted {
+                    input_id: "queued-1".into(),
+                    text: "queued while busy".into(),
+                    context: Value::Null,
+                },
+            )
+            .unwrap();
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let view = show(&env, &session);
+    assert_eq!(
+        parts(&view, "tool")[0]["status"],
+        "running",
+        "the crash left it running"
+    );
+
+    let script = json!({"turns": [
+        {"expect": {"last_message_contains": "queued while busy"}, "reply": {"text": "Handled the queued input."}},
+        {"expect": {"last_message_contains": "after the crash"}, "reply": {"text": "And the new one."}}
+    ]});
+    let llm2 = FakeLlm::start(&script, "openai");
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
+        llm2.url
+    ));
+    let r = run(&env, &["--session", &session, "after the crash"]);
+    assert_eq!(r.code, 0, "{}\n{:?}", r.stderr, llm2.requests());
+    assert_eq!(r.text(), "Handled the queued input.And the new one.");
+    let view = show(&env, &session);
+    let tool = parts(&view, "tool")[0];
+    assert_eq!(tool["status"], "error");
+    assert!(
+        tool["data"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted")
+    );
+    assert!(view["inbox"].as_array().unwrap().is_empty());
+    // The interrupted call was not re-run: the second fake got only the two answers' requests.
+    assert_eq!(llm2.requests().len(), 2);
+    let store = agent_lsp::store::Store::open(&env.database()).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn an_unreadable_instruction_file_keeps_the_input_pending() {
+    let llm = FakeLlm::start(&json!({"turns": [{"reply": {"text": "hi"}}]}), "openai");
+    let env = setup(&llm, "openai", "");
+    std::fs::create_dir(env.workspace().join("AGENTS.md")).unwrap(); // unreadable as a file
+    let r = run(&env, &["hello"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.of_type("error")[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stays pending")
+    );
+    assert_eq!(
+        llm.requests().len(),
+        0,
+        "no request with a partial baseline"
+    );
+    let view = show(&env, &r.session());
+    assert_eq!(view["inbox"][0]["text"], "hello");
+    // Fixed: the pending input runs.
+    std::fs::remove_dir(env.workspace().join("AGENTS.md")).unwrap();
+    std::fs::write(env.workspace().join("AGENTS.md"), "Be brief.").unwrap();
+    let r = run(&env, &["--session", &r.session()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(llm.requests()[0].body.to_string().contains("Be brief."));
+}
