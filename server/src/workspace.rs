@@ -8,6 +8,7 @@ const MARKERS: &[&str] = &[".git", ".jj", ".svn", ".hg", ".helix", ".agent-lsp.t
 
 /// The nearest folder above `file` holding a root marker, else the file's own folder.
 pub fn root_for_file(file: &Path) -> PathBuf {
+    let file = &crate::permission::boundary::normalize(file);
     let folder = if file.is_dir() {
         file
     } else {
@@ -37,5 +38,6 @@ mod tests {
         let loose = dir.path().join("loose/b.txt");
         std::fs::create_dir_all(loose.parent().unwrap()).unwrap();
         assert_eq!(root_for_file(&loose), dir.path().join("loose"));
+        assert_eq!(root_for_file(&dir.path().join("loose/.")), dir.path().join("loose"));
     }
 }

@@ -1,0 +1,122 @@
+//! Whole-process figures of the agent loop (build first: `cargo build --release --bins`):
+//!
+//! 1. loop overhead: a 2,000-chunk answer streamed by fake-llm with no delay — time from the
+//!    first delta `agent-lsp run --json` emits to the end of the turn (every delta persisted
+//!    and emitted), and the process's peak RSS;
+//! 2. a whole headless session: a three-request script (write a file, read it, answer) in a
+//!    10-file git repository, through fake-llm — wall time and peak RSS of `agent-lsp run`.
+//!
+//! Run with `cargo bench -p agent-lsp-tests --bench agent`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_lsp_tests::process::{FakeLlm, TestEnv};
+use serde_json::json;
+
+/// Waits for `pid` and returns its peak RSS in KiB (from the kernel's rusage).
+fn wait_rss(pid: u32) -> (i32, u64) {
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child with valid pointers.
+    let r = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid as i32, "wait4");
+    (libc::WEXITSTATUS(status), usage.ru_maxrss as u64)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn configure(env: &TestEnv, llm: &FakeLlm) {
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
+        llm.url
+    ));
+}
+
+fn main() {
+    // 1. Loop overhead.
+    let text: String = (0..2000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let mut spans = Vec::new();
+    let mut rss = 0;
+    for _ in 0..5 {
+        let llm = FakeLlm::start(&json!({"chunk_chars": 1, "turns": [{"reply": {"text": text}}]}), "openai");
+        let env = TestEnv::new();
+        configure(&env, &llm);
+        let mut child = env
+            .command(&["run", "--json", "--cwd", env.workspace().to_str().unwrap(), "stream"])
+            .env("FAKE_KEY", "k")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = None;
+        let mut deltas = 0;
+        let mut end = None;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if line.contains("\"type\":\"text\"") {
+                first.get_or_insert_with(Instant::now);
+                deltas += 1;
+            }
+            if line.contains("\"status\":\"idle\"") {
+                end = Some(Instant::now());
+            }
+        }
+        let (code, kib) = wait_rss(child.id());
+        assert_eq!(code, 0);
+        assert_eq!(deltas, 2000);
+        spans.push(end.unwrap() - first.unwrap());
+        rss = rss.max(kib);
+    }
+    println!(
+        "2,000-chunk answer: first delta → turn done {:.1} ms (median of 5), peak RSS {:.1} MB",
+        median(spans).as_secs_f64() * 1e3,
+        rss as f64 / 1024.0
+    );
+
+    // 2. A whole headless session in a 10-file git repository.
+    let mut walls = Vec::new();
+    let mut rss = 0;
+    for _ in 0..5 {
+        let script = json!({"turns": [
+            {"reply": {"text": "Writing the file.", "tool_calls": [{"name": "write", "arguments": {"filePath": "notes/summary.md", "content": "# Summary\n\nTen files.\n"}}]}},
+            {"reply": {"tool_calls": [{"name": "read", "arguments": {"filePath": "notes/summary.md"}}]}},
+            {"reply": {"text": "Done: notes/summary.md written."}}
+        ]});
+        let llm = FakeLlm::start(&script, "openai");
+        let env = TestEnv::new();
+        configure(&env, &llm);
+        let ws = env.workspace();
+        for i in 0..10 {
+            std::fs::write(ws.join(format!("file{i}.rs")), format!("pub fn f{i}() {{}}\n")).unwrap();
+        }
+        let git = |args: &[&str]| {
+            assert!(Command::new("git").args(args).current_dir(&ws).output().unwrap().status.success());
+        };
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["-c", "user.email=b@b", "-c", "user.name=b", "commit", "-qm", "init"]);
+        let started = Instant::now();
+        let child = env
+            .command(&["run", "--yes", "--cwd", ws.to_str().unwrap(), "summarise"])
+            .env("FAKE_KEY", "k")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (code, kib) = wait_rss(child.id());
+        walls.push(started.elapsed());
+        assert_eq!(code, 0);
+        assert!(ws.join("notes/summary.md").exists());
+        rss = rss.max(kib);
+    }
+    println!(
+        "headless session (3 requests, write + read + answer, 10-file git repo): {:.1} ms wall (median of 5), peak RSS {:.1} MB",
+        median(walls).as_secs_f64() * 1e3,
+        rss as f64 / 1024.0
+    );
+}
