@@ -38,6 +38,9 @@ mod tests {
         let loose = dir.path().join("loose/b.txt");
         std::fs::create_dir_all(loose.parent().unwrap()).unwrap();
         assert_eq!(root_for_file(&loose), dir.path().join("loose"));
-        assert_eq!(root_for_file(&dir.path().join("loose/.")), dir.path().join("loose"));
+        assert_eq!(
+            root_for_file(&dir.path().join("loose/.")),
+            dir.path().join("loose")
+        );
     }
 }

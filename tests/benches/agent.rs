@@ -37,17 +37,30 @@ fn configure(env: &TestEnv, llm: &FakeLlm) {
     ));
 }
 
+// The children are reaped by `wait_rss` (wait4), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn main() {
     // 1. Loop overhead.
-    let text: String = (0..2000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let text: String = (0..2000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
     let mut spans = Vec::new();
     let mut rss = 0;
     for _ in 0..5 {
-        let llm = FakeLlm::start(&json!({"chunk_chars": 1, "turns": [{"reply": {"text": text}}]}), "openai");
+        let llm = FakeLlm::start(
+            &json!({"chunk_chars": 1, "turns": [{"reply": {"text": text}}]}),
+            "openai",
+        );
         let env = TestEnv::new();
         configure(&env, &llm);
         let mut child = env
-            .command(&["run", "--json", "--cwd", env.workspace().to_str().unwrap(), "stream"])
+            .command(&[
+                "run",
+                "--json",
+                "--cwd",
+                env.workspace().to_str().unwrap(),
+                "stream",
+            ])
             .env("FAKE_KEY", "k")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -92,14 +105,34 @@ fn main() {
         configure(&env, &llm);
         let ws = env.workspace();
         for i in 0..10 {
-            std::fs::write(ws.join(format!("file{i}.rs")), format!("pub fn f{i}() {{}}\n")).unwrap();
+            std::fs::write(
+                ws.join(format!("file{i}.rs")),
+                format!("pub fn f{i}() {{}}\n"),
+            )
+            .unwrap();
         }
         let git = |args: &[&str]| {
-            assert!(Command::new("git").args(args).current_dir(&ws).output().unwrap().status.success());
+            assert!(
+                Command::new("git")
+                    .args(args)
+                    .current_dir(&ws)
+                    .output()
+                    .unwrap()
+                    .status
+                    .success()
+            );
         };
         git(&["init", "-q"]);
         git(&["add", "."]);
-        git(&["-c", "user.email=b@b", "-c", "user.name=b", "commit", "-qm", "init"]);
+        git(&[
+            "-c",
+            "user.email=b@b",
+            "-c",
+            "user.name=b",
+            "commit",
+            "-qm",
+            "init",
+        ]);
         let started = Instant::now();
         let child = env
             .command(&["run", "--yes", "--cwd", ws.to_str().unwrap(), "summarise"])

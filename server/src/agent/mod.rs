@@ -342,6 +342,12 @@ impl Agent {
                 };
             }
             let last = step == max_steps;
+            // A mode switch applies from the next step; the step in flight keeps its rules.
+            if let Ok(Some(view)) = self.with_store(|s| s.session(sid))
+                && let Some(mode) = view.summary.mode
+            {
+                ctx.policy.mode = crate::permission::Mode::parse(&mode);
+            }
             let message_id = new_id();
             if let Err(e) = self.append(
                 sid,

@@ -57,6 +57,29 @@ struct Terminal {
     out: Mutex<std::io::Stdout>,
     /// Whether the last thing written to stdout ended a line.
     at_line_start: Mutex<bool>,
+    /// A spinner on stderr while the model or a tool is working (only on a terminal).
+    spinner: Option<Spinner>,
+}
+
+/// The working indicator: shown while waiting, cleared before any output is written.
+struct Spinner(Mutex<Option<indicatif::ProgressBar>>);
+
+impl Spinner {
+    fn show(&self, message: String) {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let bar = slot.get_or_insert_with(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.enable_steady_tick(std::time::Duration::from_millis(100));
+            bar
+        });
+        bar.set_message(message);
+    }
+
+    fn clear(&self) {
+        if let Some(bar) = self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 impl Terminal {
@@ -67,6 +90,9 @@ impl Terminal {
     }
 
     fn text(&self, s: &str) {
+        if let Some(spinner) = &self.spinner {
+            spinner.clear();
+        }
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         let _ = write!(out, "{s}");
         let _ = out.flush();
@@ -128,6 +154,16 @@ impl EditorPort for Terminal {
             self.line(v);
             return;
         }
+        if let Some(spinner) = &self.spinner {
+            match &update {
+                Update::Status { status, .. } if status == "busy" => {
+                    spinner.show("thinking…".into())
+                }
+                Update::ToolResult { .. } => spinner.show("thinking…".into()),
+                Update::Status { .. } | Update::Error { .. } => spinner.clear(),
+                _ => {}
+            }
+        }
         match update {
             Update::Text { text, .. } => self.text(&text),
             Update::ToolCall {
@@ -144,6 +180,9 @@ impl EditorPort for Terminal {
                     .and_then(|v| v.as_str())
                     .unwrap_or("");
                 self.own_line(&format!("→ {name} {shown}"));
+                if let Some(spinner) = &self.spinner {
+                    spinner.show(format!("running {name}…"));
+                }
             }
             Update::ToolResult { status, output, .. } if status != "completed" => {
                 let first = output.lines().next().unwrap_or("");
@@ -184,6 +223,9 @@ impl EditorPort for Terminal {
             let reply = if self.yes {
                 PermissionReply::Once
             } else if self.tty {
+                if let Some(spinner) = &self.spinner {
+                    spinner.clear();
+                }
                 let req = request.clone();
                 tokio::task::spawn_blocking(move || ask_tty(&req))
                     .await
@@ -309,6 +351,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         tty: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
         out: Mutex::new(std::io::stdout()),
         at_line_start: Mutex::new(true),
+        spinner: (!args.json && std::io::stderr().is_terminal()).then(|| Spinner(Mutex::new(None))),
     });
     let store = Arc::new(Mutex::new(Store::open_default()?));
     let agent = Agent::new(
