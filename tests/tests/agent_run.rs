@@ -587,3 +587,59 @@ fn an_unreadable_instruction_file_keeps_the_input_pending() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(llm.requests()[0].body.to_string().contains("Be brief."));
 }
+
+#[test]
+fn escapes_through_the_binary_are_refused_and_the_turn_goes_on() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [
+            {"name": "read", "arguments": {"filePath": "/etc/passwd"}},
+            {"name": "write", "arguments": {"filePath": "../escaped.txt", "content": "x"}},
+            {"name": "bash", "arguments": {"command": "ls", "workdir": "/"}}
+        ]}},
+        {"expect": {"last_message_contains": "external_directory"}, "reply": {"text": "Those paths are outside the workspace."}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "");
+    let r = run(&env, &["--mode", "auto", "try to escape"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.of_type("tool_result");
+    assert_eq!(results.len(), 3);
+    for result in &results {
+        assert_eq!(result["status"], "error", "{result}");
+        assert!(
+            result["output"]
+                .as_str()
+                .unwrap()
+                .contains("external_directory"),
+            "{result}"
+        );
+    }
+    assert!(
+        !env.workspace()
+            .parent()
+            .unwrap()
+            .join("escaped.txt")
+            .exists()
+    );
+}
+
+#[test]
+fn changed_instructions_arrive_as_a_note_not_a_new_baseline() {
+    let script = json!({"turns": [
+        {"expect": {"system_contains": "Use tabs."}, "reply": {"text": "first"}},
+        {"expect": {"last_message_contains": "Use spaces."}, "reply": {"text": "second"}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "");
+    std::fs::write(env.workspace().join("AGENTS.md"), "Use tabs.").unwrap();
+    let first = run(&env, &["one"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    std::fs::write(env.workspace().join("AGENTS.md"), "Use spaces.").unwrap();
+    let second = run(&env, &["--session", &first.session(), "two"]);
+    assert_eq!(second.code, 0, "{}\n{:?}", second.stderr, llm.requests());
+    let requests = llm.requests();
+    assert_eq!(
+        requests[0].body["messages"][0], requests[1].body["messages"][0],
+        "the system prompt with the baseline is unchanged"
+    );
+}
