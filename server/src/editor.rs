@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 /// What a tool wants permission for, with everything a person needs to decide.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionRequest {
     /// The permission key (`edit`, `bash`, `external_directory`, ...).

@@ -525,11 +525,7 @@ impl Agent {
                 ),
                 patterns: vec![call.name.clone()],
                 always: vec![call.name.clone()],
-                diff: None,
-                command: None,
-                workdir: None,
-                url: None,
-                external_paths: Vec::new(),
+                ..Default::default()
             };
             let refusal = match ctx.policy.decide("doom_loop", &call.name) {
                 Action::Allow => None,

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::openai::async_stream;
 use super::{
     ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ProviderEvent, StopReason,
-    Usage, classify, retry_after, sse, transport_error,
+    Usage, sse,
 };
 
 pub const VERSION: &str = "2023-06-01";
@@ -248,13 +248,7 @@ impl Provider for Anthropic {
             if let Some(key) = &self.api_key {
                 http = http.header("x-api-key", key);
             }
-            let resp = http.send().await.map_err(transport_error)?;
-            let status = resp.status().as_u16();
-            if status >= 400 {
-                let after = retry_after(resp.headers());
-                let body = resp.text().await.unwrap_or_default();
-                return Err(classify(status, &body, after, self.key_env.as_deref()));
-            }
+            let resp = super::send(http, self.key_env.as_deref()).await?;
             let mut decoder = Decoder::default();
             Ok(async_stream(sse::events(resp), move |item| match item {
                 Some(Ok(e)) => decoder.event(&e.event, &e.data),

@@ -197,6 +197,21 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .or_else(|| get("retry-after").map(Duration::from_secs_f64))
 }
 
+/// Sends a request; an HTTP error answer comes back classified.
+pub async fn send(
+    request: reqwest::RequestBuilder,
+    key_env: Option<&str>,
+) -> Result<reqwest::Response, ProviderError> {
+    let resp = request.send().await.map_err(transport_error)?;
+    let status = resp.status().as_u16();
+    if status >= 400 {
+        let after = retry_after(resp.headers());
+        let body = resp.text().await.unwrap_or_default();
+        return Err(classify(status, &body, after, key_env));
+    }
+    Ok(resp)
+}
+
 /// A transport failure (no answer at all).
 pub fn transport_error(e: reqwest::Error) -> ProviderError {
     if e.is_connect() || e.is_timeout() || e.is_request() {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{
     ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ProviderEvent, StopReason,
-    Usage, classify, retry_after, sse, transport_error,
+    Usage, sse,
 };
 
 pub struct OpenAi {
@@ -197,13 +197,7 @@ impl Provider for OpenAi {
             if let Some(key) = &self.api_key {
                 http = http.bearer_auth(key);
             }
-            let resp = http.send().await.map_err(transport_error)?;
-            let status = resp.status().as_u16();
-            if status >= 400 {
-                let after = retry_after(resp.headers());
-                let body = resp.text().await.unwrap_or_default();
-                return Err(classify(status, &body, after, self.key_env.as_deref()));
-            }
+            let resp = super::send(http, self.key_env.as_deref()).await?;
             let mut decoder = Decoder::default();
             let events = sse::events(resp);
             let stream = async_stream(events, move |item| match item {

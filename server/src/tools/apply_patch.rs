@@ -343,10 +343,7 @@ impl TypedTool for ApplyPatch {
                 patterns: patterns.clone(),
                 always: vec!["*".into()],
                 diff: Some(diff.clone()),
-                command: None,
-                workdir: None,
-                url: None,
-                external_paths: Vec::new(),
+                ..Default::default()
             },
         });
         Ok(Prepared::new(needs, move |ctx| {

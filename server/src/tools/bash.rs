@@ -244,11 +244,10 @@ impl TypedTool for Bash {
                     segs
                 },
                 always,
-                diff: None,
                 command: Some(args.command.clone()),
                 workdir: Some(workdir.path.clone()),
-                url: None,
                 external_paths: external_paths(&args.command, &ctx.boundary, &workdir.path),
+                ..Default::default()
             },
         });
         let timeout = Duration::from_millis(

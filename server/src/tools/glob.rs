@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::{Need, Prepared, ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::editor::PermissionRequest;
+use crate::permission::boundary::Resolved;
 
 pub const MAX_RESULTS: usize = 100;
 
@@ -34,11 +35,7 @@ pub fn search_need(key: &str, tool: &str, display: &str, what: &str) -> Need {
             title: format!("{tool} {what} in {display}"),
             patterns: vec![display.to_string()],
             always: vec!["*".into()],
-            diff: None,
-            command: None,
-            workdir: None,
-            url: None,
-            external_paths: Vec::new(),
+            ..Default::default()
         },
     }
 }
@@ -52,6 +49,21 @@ pub fn walker(root: &std::path::Path) -> ignore::WalkBuilder {
         .require_git(false)
         .filter_entry(|e| e.file_name() != ".git");
     b
+}
+
+/// Resolves a search root (default: the workspace) and the permission the search needs.
+pub fn search_root(
+    ctx: &ToolContext,
+    path: Option<&str>,
+    key: &str,
+    tool: &str,
+    what: &str,
+) -> Result<(Resolved, String, Vec<Need>), ToolError> {
+    let mut needs = Vec::new();
+    let root = ctx.resolve(path.unwrap_or("."), true, &mut needs, tool)?;
+    let display = ctx.display(&root);
+    needs.push(search_need(key, tool, &display, what));
+    Ok((root, display, needs))
 }
 
 pub fn matcher(pattern: &str) -> Result<(globset::GlobMatcher, bool), ToolError> {
@@ -75,15 +87,8 @@ impl TypedTool for Glob {
     }
 
     fn prepare(&self, args: Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let mut needs = Vec::new();
-        let root = ctx.resolve(
-            args.path.as_deref().unwrap_or("."),
-            true,
-            &mut needs,
-            Self::NAME,
-        )?;
-        let display = ctx.display(&root);
-        needs.push(search_need("glob", Self::NAME, &display, &args.pattern));
+        let (root, display, needs) =
+            search_root(ctx, args.path.as_deref(), "glob", Self::NAME, &args.pattern)?;
         let (glob, by_path) = matcher(&args.pattern)?;
         Ok(Prepared::new(needs, move |ctx| {
             Box::pin(async move {

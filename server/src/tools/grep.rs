@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::glob::{matcher, search_need, show_path, walker};
+use super::glob::{matcher, search_root, show_path, walker};
 use super::{Prepared, ToolContext, ToolError, ToolOutput, TypedTool};
 
 pub const MAX_MATCHES: usize = 100;
@@ -105,15 +105,8 @@ impl TypedTool for Grep {
     }
 
     fn prepare(&self, args: Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let mut needs = Vec::new();
-        let root = ctx.resolve(
-            args.path.as_deref().unwrap_or("."),
-            true,
-            &mut needs,
-            Self::NAME,
-        )?;
-        let display = ctx.display(&root);
-        needs.push(search_need("grep", Self::NAME, &display, &args.pattern));
+        let (root, display, needs) =
+            search_root(ctx, args.path.as_deref(), "grep", Self::NAME, &args.pattern)?;
         let regex = RegexMatcherBuilder::new()
             .line_terminator(Some(b'\n'))
             .build(&args.pattern)

@@ -208,11 +208,8 @@ impl ToolContext {
                     title: format!("{tool} outside the workspace: {}", r.path.display()),
                     patterns: vec![r.path.to_string_lossy().into_owned()],
                     always: vec![format!("{folder}/*")],
-                    diff: None,
-                    command: None,
-                    workdir: None,
-                    url: None,
                     external_paths: vec![r.path.to_string_lossy().into_owned()],
+                    ..Default::default()
                 },
             });
         }
@@ -511,10 +508,7 @@ pub fn edit_need(tool: &str, display: &str, diff: String) -> Need {
             patterns: vec![display.to_string()],
             always: vec!["*".into()],
             diff: Some(diff),
-            command: None,
-            workdir: None,
-            url: None,
-            external_paths: Vec::new(),
+            ..Default::default()
         },
     }
 }

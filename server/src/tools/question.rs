@@ -37,11 +37,7 @@ impl TypedTool for QuestionTool {
                 title: format!("ask {} question(s)", args.questions.len()),
                 patterns: vec!["*".into()],
                 always: vec!["*".into()],
-                diff: None,
-                command: None,
-                workdir: None,
-                url: None,
-                external_paths: Vec::new(),
+                ..Default::default()
             },
         };
         Ok(Prepared::new(vec![need], move |ctx| {

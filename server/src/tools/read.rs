@@ -35,11 +35,7 @@ pub fn read_need(tool: &str, display: &str) -> Need {
             title: format!("{tool} {display}"),
             patterns: vec![display.to_string()],
             always: vec![display.to_string()],
-            diff: None,
-            command: None,
-            workdir: None,
-            url: None,
-            external_paths: Vec::new(),
+            ..Default::default()
         },
     }
 }

@@ -121,11 +121,7 @@ impl TypedTool for Skill {
                 title: format!("load skill {}", skill.name),
                 patterns: vec![skill.name.clone()],
                 always: vec![skill.name.clone()],
-                diff: None,
-                command: None,
-                workdir: None,
-                url: None,
-                external_paths: Vec::new(),
+                ..Default::default()
             },
         };
         Ok(Prepared::new(vec![need], move |_| {

@@ -172,11 +172,8 @@ impl TypedTool for WebFetch {
                 title: format!("fetch {url}"),
                 patterns: vec![url.to_string()],
                 always: vec![origin],
-                diff: None,
-                command: None,
-                workdir: None,
                 url: Some(url.to_string()),
-                external_paths: Vec::new(),
+                ..Default::default()
             },
         };
         let timeout = Duration::from_secs(
