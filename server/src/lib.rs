@@ -11,6 +11,7 @@ pub mod lsp;
 pub mod paths;
 pub mod permission;
 pub mod provider;
+pub mod snapshot;
 pub mod store;
 pub mod tools;
 pub mod workspace;

@@ -1,0 +1,551 @@
+//! Snapshots of the work tree in a hidden git repository (git2), never the user's own.
+//!
+//! The hidden repository lives under `$AGENT_LSP_DATA_DIR/snapshot/<project>/<worktree>/`.
+//! In a git workspace it borrows the project's object store (`objects/info/alternates`) and
+//! starts from a copy of the project's index, so the first snapshot rehashes nothing that is
+//! committed and unchanged. `track` stages the work tree into the hidden index — reusing each
+//! entry whose stat data is unchanged, hashing only what changed — and writes a tree: the
+//! snapshot id. New objects go into one pack per snapshot (a mempack dumped through the
+//! packwriter), not one loose file each. The user's `.git` is only ever read.
+
+mod lock;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use git2::{IndexEntry, IndexTime, ObjectType, Oid, Repository};
+use serde::{Deserialize, Serialize};
+
+pub use lock::Lock;
+
+/// Untracked files larger than this are not snapshotted.
+pub const MAX_UNTRACKED_BYTES: u64 = 2 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot repository: {0}")]
+    Git(#[from] git2::Error),
+    #[error("snapshot: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub type Result<T> = std::result::Result<T, SnapshotError>;
+
+/// One file that differs between two snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    pub path: String,
+    /// `added`, `modified` or `deleted`.
+    pub status: String,
+    pub additions: usize,
+    pub deletions: usize,
+    pub binary: bool,
+}
+
+/// A step's change set: the snapshot before it and the files it changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Patch {
+    pub from: String,
+    pub files: Vec<String>,
+}
+
+pub struct Snapshots {
+    repo: Repository,
+    git_dir: PathBuf,
+    worktree: PathBuf,
+    max_untracked: u64,
+    /// Directories never entered: submodules (gitlinks in the index).
+    gitlinks: BTreeSet<Vec<u8>>,
+}
+
+fn hash_hex(bytes: &[u8]) -> String {
+    // A stable 64-bit FNV-1a: folder names must not change between releases.
+    let h = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100000001b3)
+    });
+    format!("{h:016x}")
+}
+
+/// The project id: the root commit of the workspace's repository when there is one, else a
+/// hash of the canonical root path.
+fn project_id(worktree: &Path, user_repo: Option<&Repository>) -> String {
+    let root_commit = user_repo.and_then(|r| {
+        let mut walk = r.revwalk().ok()?;
+        walk.push_head().ok()?;
+        walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)
+            .ok()?;
+        walk.next()?.ok()
+    });
+    match root_commit {
+        Some(oid) => oid.to_string(),
+        None => hash_hex(worktree.as_os_str().as_bytes()),
+    }
+}
+
+fn mtime(md: &std::fs::Metadata) -> IndexTime {
+    IndexTime::new(md.mtime() as i32, md.mtime_nsec() as u32)
+}
+
+fn entry_mode(md: &std::fs::Metadata) -> u32 {
+    if md.file_type().is_symlink() {
+        0o120000
+    } else if md.permissions().mode() & 0o111 != 0 {
+        0o100755
+    } else {
+        0o100644
+    }
+}
+
+/// A relative path from the index, refused if it could leave the work tree.
+fn safe_relative(path: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(path);
+    p.components()
+        .all(|c| matches!(c, Component::Normal(_)))
+        .then_some(p)
+}
+
+impl Snapshots {
+    /// Opens (creating on first use) the hidden repository for `worktree`.
+    pub fn open(data_dir: &Path, worktree: &Path) -> Result<Self> {
+        let worktree = std::fs::canonicalize(worktree)?;
+        let user_repo = Repository::discover(&worktree).ok().filter(|r| {
+            r.workdir()
+                .and_then(|w| std::fs::canonicalize(w).ok())
+                .is_some_and(|w| worktree.starts_with(w))
+        });
+        let git_dir = data_dir
+            .join("snapshot")
+            .join(project_id(&worktree, user_repo.as_ref()))
+            .join(hash_hex(worktree.as_os_str().as_bytes()));
+        let fresh = !git_dir.join("HEAD").exists();
+        std::fs::create_dir_all(&git_dir)?;
+        let repo = if fresh {
+            Repository::init_bare(&git_dir)?
+        } else {
+            Repository::open_bare(&git_dir)?
+        };
+        if fresh {
+            let mut config = repo.config()?;
+            config.set_bool("core.autocrlf", false)?;
+            config.set_bool("gc.auto", false)?;
+        }
+        if let Some(user) = &user_repo {
+            let objects = user.commondir().join("objects");
+            let alternates = git_dir.join("objects/info/alternates");
+            if std::fs::read_to_string(&alternates)
+                .ok()
+                .as_deref()
+                .map(str::trim)
+                != objects.to_str()
+            {
+                std::fs::create_dir_all(alternates.parent().expect("has a parent"))?;
+                std::fs::write(&alternates, format!("{}\n", objects.display()))?;
+            }
+            // Start from the project's index: its stat cache makes the first snapshot cheap.
+            let hidden_index = git_dir.join("index");
+            let sha256 = user
+                .config()
+                .ok()
+                .and_then(|c| c.get_string("extensions.objectformat").ok())
+                .is_some_and(|f| f == "sha256");
+            if !hidden_index.exists() && !sha256 {
+                let _ = std::fs::copy(user.path().join("index"), &hidden_index);
+            }
+        }
+        let repo = Repository::open_bare(&git_dir)?;
+        let mut snapshots = Self {
+            repo,
+            git_dir,
+            worktree,
+            max_untracked: MAX_UNTRACKED_BYTES,
+            gitlinks: BTreeSet::new(),
+        };
+        if let Ok(index) = snapshots.index() {
+            snapshots.gitlinks = index
+                .iter()
+                .filter(|e| e.mode == 0o160000)
+                .map(|e| e.path)
+                .collect();
+        }
+        Ok(snapshots)
+    }
+
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
+    pub fn worktree(&self) -> &Path {
+        &self.worktree
+    }
+
+    pub fn set_max_untracked(&mut self, bytes: u64) {
+        self.max_untracked = bytes;
+    }
+
+    fn index(&self) -> Result<git2::Index> {
+        let path = self.git_dir.join("index");
+        match git2::Index::open(&path) {
+            Ok(i) => Ok(i),
+            Err(_) => {
+                // An index this libgit2 cannot read (e.g. a newer format): start empty.
+                let _ = std::fs::remove_file(&path);
+                Ok(git2::Index::open(&path)?)
+            }
+        }
+    }
+
+    /// The files of the work tree that a snapshot holds, relative, honouring .gitignore,
+    /// info/exclude and the global excludes file, never entering `.git` or submodules.
+    fn walk(&self) -> Vec<(Vec<u8>, std::fs::Metadata)> {
+        let root = self.worktree.clone();
+        let gitlinks = self.gitlinks.clone();
+        let walk_root = root.clone();
+        let mut out = Vec::new();
+        let walker = ignore::WalkBuilder::new(&root)
+            .hidden(false)
+            .parents(true)
+            .follow_links(false)
+            .require_git(false)
+            .filter_entry(move |e| {
+                if e.file_name() == ".git" {
+                    return false;
+                }
+                let rel = e.path().strip_prefix(&walk_root).unwrap_or(e.path());
+                !gitlinks.contains(rel.as_os_str().as_bytes())
+            })
+            .build();
+        for entry in walker.flatten() {
+            let Some(ft) = entry.file_type() else {
+                continue;
+            };
+            if ft.is_dir() {
+                continue;
+            }
+            let Ok(md) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
+            out.push((rel.as_os_str().as_bytes().to_vec(), md));
+        }
+        out
+    }
+
+    /// Takes a snapshot of the whole work tree; returns its tree id.
+    pub fn track(&self) -> Result<String> {
+        let _lock = Lock::acquire(&self.git_dir)?;
+        let mut index = self.index()?;
+        let index_written = std::fs::metadata(self.git_dir.join("index"))
+            .ok()
+            .and_then(|m| m.modified().ok());
+        let files = self.walk();
+        let seen: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
+        // Entries whose file is gone.
+        let gone: Vec<Vec<u8>> = index
+            .iter()
+            .filter(|e| e.mode != 0o160000 && !seen.contains(e.path.as_slice()))
+            .map(|e| e.path)
+            .collect();
+        for path in gone {
+            index.remove_path(Path::new(std::ffi::OsStr::from_bytes(&path)))?;
+        }
+        self.stage(
+            &mut index,
+            files.iter().map(|(p, md)| (p.as_slice(), md)),
+            index_written,
+        )?;
+        self.write(index)
+    }
+
+    /// Takes a snapshot after changes to `paths` alone (relative to the work tree), as after
+    /// a step whose only writes the server made itself.
+    pub fn track_paths(&self, paths: &[PathBuf]) -> Result<String> {
+        let _lock = Lock::acquire(&self.git_dir)?;
+        let mut index = self.index()?;
+        let mut present = Vec::new();
+        for rel in paths {
+            match std::fs::symlink_metadata(self.worktree.join(rel)) {
+                Ok(md) if !md.is_dir() => present.push((rel.as_os_str().as_bytes().to_vec(), md)),
+                _ => {
+                    let _ = index.remove_path(rel);
+                }
+            }
+        }
+        self.stage(
+            &mut index,
+            present.iter().map(|(p, md)| (p.as_slice(), md)),
+            None,
+        )?;
+        self.write(index)
+    }
+
+    fn stage<'a>(
+        &self,
+        index: &mut git2::Index,
+        files: impl Iterator<Item = (&'a [u8], &'a std::fs::Metadata)>,
+        index_written: Option<std::time::SystemTime>,
+    ) -> Result<()> {
+        let odb = self.repo.odb()?;
+        for (rel, md) in files {
+            let path = Path::new(std::ffi::OsStr::from_bytes(rel));
+            let mode = entry_mode(md);
+            let existing = index.get_path(path, 0);
+            // "Racily clean": modified in the same instant the index was written.
+            let racy = index_written.is_some_and(|t| md.modified().map(|m| m >= t).unwrap_or(true));
+            if let Some(e) = &existing
+                && !racy
+                && e.mtime == mtime(md)
+                && e.file_size == md.len() as u32
+                && e.ino == md.ino() as u32
+                && e.mode == mode
+            {
+                continue;
+            }
+            if existing.is_none() && md.is_file() && md.len() > self.max_untracked {
+                continue;
+            }
+            let data = if md.file_type().is_symlink() {
+                std::fs::read_link(self.worktree.join(path))?
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec()
+            } else {
+                match std::fs::read(self.worktree.join(path)) {
+                    Ok(d) => d,
+                    Err(_) => continue, // vanished or unreadable since the walk
+                }
+            };
+            let id = odb.write(ObjectType::Blob, &data)?;
+            index.add(&IndexEntry {
+                ctime: IndexTime::new(md.ctime() as i32, md.ctime_nsec() as u32),
+                mtime: mtime(md),
+                dev: md.dev() as u32,
+                ino: md.ino() as u32,
+                mode,
+                uid: md.uid(),
+                gid: md.gid(),
+                file_size: md.len() as u32,
+                id,
+                flags: (rel.len().min(0xfff)) as u16,
+                flags_extended: 0,
+                path: rel.to_vec(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes the tree (new objects packed into one pack) and the index.
+    fn write(&self, mut index: git2::Index) -> Result<String> {
+        let odb = self.repo.odb()?;
+        let mempack = odb.add_new_mempack_backend(1000)?;
+        let tree = index.write_tree_to(&self.repo)?;
+        let mut buf = git2::Buf::new();
+        mempack.dump(&self.repo, &mut buf)?;
+        if buf.len() > 0 {
+            let mut writer = odb.packwriter()?;
+            writer.write_all(&buf)?;
+            writer.commit()?;
+        }
+        mempack.reset()?;
+        index.write()?;
+        Ok(tree.to_string())
+    }
+
+    fn tree(&self, id: &str) -> Result<git2::Tree<'_>> {
+        let oid = Oid::from_str(id)
+            .map_err(|_| SnapshotError::Other(format!("not a snapshot id: {id}")))?;
+        Ok(self.repo.find_tree(oid)?)
+    }
+
+    /// Files that differ between two snapshots (`to` = the work tree now).
+    pub fn changed(&self, from: &str, to: Option<&str>) -> Result<Vec<FileChange>> {
+        let to = match to {
+            Some(t) => t.to_string(),
+            None => self.track()?,
+        };
+        let (a, b) = (self.tree(from)?, self.tree(&to)?);
+        let mut diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
+        diff.find_similar(None)?;
+        let mut out = Vec::new();
+        for (i, delta) in diff.deltas().enumerate() {
+            let path = delta
+                .new_file()
+                .path()
+                .or_else(|| delta.old_file().path())
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let status = match delta.status() {
+                git2::Delta::Added => "added",
+                git2::Delta::Deleted => "deleted",
+                _ => "modified",
+            };
+            let (mut additions, mut deletions, mut binary) = (0, 0, delta.flags().is_binary());
+            if let Ok(Some(patch)) = git2::Patch::from_diff(&diff, i) {
+                if let Ok((_, add, del)) = patch.line_stats() {
+                    additions = add;
+                    deletions = del;
+                }
+                binary |= patch.delta().flags().is_binary();
+            }
+            out.push(FileChange {
+                path,
+                status: status.into(),
+                additions,
+                deletions,
+                binary,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Unified diff text between two snapshots (`to` = the work tree now).
+    pub fn diff(&self, from: &str, to: Option<&str>) -> Result<String> {
+        let to = match to {
+            Some(t) => t.to_string(),
+            None => self.track()?,
+        };
+        let (a, b) = (self.tree(from)?, self.tree(&to)?);
+        let diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
+        let mut out = String::new();
+        diff.print(git2::DiffFormat::Patch, |_, _, line| {
+            if matches!(line.origin(), '+' | '-' | ' ') {
+                out.push(line.origin());
+            }
+            out.push_str(&String::from_utf8_lossy(line.content()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Puts `path` back as it is in `tree` (deleting it if the tree lacks it). Returns
+    /// whether anything was written.
+    fn put_back(&self, tree: &git2::Tree<'_>, path: &Path) -> Result<()> {
+        let target = self.worktree.join(path);
+        match tree.get_path(path) {
+            Ok(entry) => {
+                let blob = self.repo.find_blob(entry.id())?;
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                let _ = std::fs::remove_file(&target);
+                if entry.filemode() == 0o120000 {
+                    std::os::unix::fs::symlink(
+                        std::ffi::OsStr::from_bytes(blob.content()),
+                        &target,
+                    )?;
+                } else {
+                    std::fs::write(&target, blob.content())?;
+                    let mode = if entry.filemode() == 0o100755 {
+                        0o755
+                    } else {
+                        0o644
+                    };
+                    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
+                }
+            }
+            Err(_) => {
+                match std::fs::remove_file(&target) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+                // Folders the agent created and left empty go too.
+                let mut dir = target.parent();
+                while let Some(d) = dir {
+                    if d == self.worktree || std::fs::remove_dir(d).is_err() {
+                        break;
+                    }
+                    dir = d.parent();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reverts the files of `patches`: each back to its content in the earliest snapshot
+    /// that lists it, or deleted if it did not exist then. Files no patch lists are never
+    /// touched. Returns the files reverted.
+    pub fn revert(&self, patches: &[Patch]) -> Result<Vec<String>> {
+        let _lock = Lock::acquire(&self.git_dir)?;
+        let mut earliest: BTreeMap<&str, &str> = BTreeMap::new();
+        for p in patches {
+            for f in &p.files {
+                earliest.entry(f.as_str()).or_insert(p.from.as_str());
+            }
+        }
+        let mut done = Vec::new();
+        for (file, from) in earliest {
+            let Some(rel) = safe_relative(file) else {
+                continue;
+            };
+            let tree = self.tree(from)?;
+            self.put_back(&tree, &rel)?;
+            done.push(file.to_string());
+        }
+        Ok(done)
+    }
+
+    /// Brings the work tree to snapshot `id`, touching only the files that differ.
+    pub fn restore(&self, id: &str) -> Result<Vec<String>> {
+        let now = self.track()?;
+        let _lock = Lock::acquire(&self.git_dir)?;
+        let changes = {
+            let (a, b) = (self.tree(&now)?, self.tree(id)?);
+            let diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
+            diff.deltas()
+                .filter_map(|d| {
+                    d.new_file()
+                        .path()
+                        .or_else(|| d.old_file().path())
+                        .map(Path::to_path_buf)
+                })
+                .collect::<Vec<_>>()
+        };
+        let target = self.tree(id)?;
+        for path in &changes {
+            self.put_back(&target, path)?;
+        }
+        Ok(changes
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect())
+    }
+
+    /// The content of `path` in snapshot `id`, if it exists there.
+    pub fn file_at(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>> {
+        let tree = self.tree(id)?;
+        match tree.get_path(Path::new(path)) {
+            Ok(e) => Ok(Some(self.repo.find_blob(e.id())?.content().to_vec())),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// (bytes on disk, objects) of the hidden repository.
+    pub fn stats(&self) -> Result<(u64, usize)> {
+        let mut size = 0;
+        for entry in ignore::WalkBuilder::new(&self.git_dir)
+            .standard_filters(false)
+            .build()
+            .flatten()
+        {
+            if let Ok(md) = entry.metadata()
+                && md.is_file()
+            {
+                size += md.len();
+            }
+        }
+        let mut count = 0;
+        self.repo.odb()?.foreach(|_| {
+            count += 1;
+            true
+        })?;
+        Ok((size, count))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,328 @@
+use std::collections::BTreeMap;
+use std::os::unix::fs::symlink;
+use std::process::Command;
+
+use super::*;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every file under `dir` with its bytes (for byte-for-byte comparisons of `.git`).
+fn tree_bytes(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    ignore::WalkBuilder::new(dir)
+        .standard_filters(false)
+        .build()
+        .flatten()
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+struct Ws {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    root: PathBuf,
+}
+
+fn workspace(with_git: bool) -> Ws {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "pub fn a() {}\n").unwrap();
+    std::fs::write(root.join("README.md"), "readme\n").unwrap();
+    if with_git {
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        git(&root, &["init", "-q"]);
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "init"]);
+    }
+    Ws {
+        data: dir.path().join("data"),
+        root,
+        _dir: dir,
+    }
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+#[test]
+fn track_is_stable_and_changes_are_listed() {
+    for with_git in [false, true] {
+        let ws = workspace(with_git);
+        let s = Snapshots::open(&ws.data, &ws.root).unwrap();
+        let a = s.track().unwrap();
+        assert_eq!(
+            s.track().unwrap(),
+            a,
+            "tracking twice without change gives the same id"
+        );
+        write(&ws.root, "src/lib.rs", "pub fn a() { 1 }\n");
+        write(&ws.root, "new/deep/file.txt", "hello\n");
+        std::fs::remove_file(ws.root.join("README.md")).unwrap();
+        let b = s.track().unwrap();
+        let mut changes = s.changed(&a, Some(&b)).unwrap();
+        changes.sort_by(|x, y| x.path.cmp(&y.path));
+        let summary: Vec<(&str, &str)> = changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.status.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("README.md", "deleted"),
+                ("new/deep/file.txt", "added"),
+                ("src/lib.rs", "modified")
+            ]
+        );
+        assert_eq!(changes[2].additions, 1);
+        assert!(s.diff(&a, Some(&b)).unwrap().contains("+pub fn a() { 1 }"));
+    }
+}
+
+#[test]
+fn revert_and_restore_touch_only_the_agents_files() {
+    for with_git in [false, true] {
+        let ws = workspace(with_git);
+        let s = Snapshots::open(&ws.data, &ws.root).unwrap();
+        let before = s.track().unwrap();
+        // The agent's step.
+        write(&ws.root, "src/lib.rs", "changed by the agent\n");
+        write(&ws.root, "created/by/agent.txt", "new\n");
+        std::fs::remove_file(ws.root.join("README.md")).unwrap();
+        std::fs::set_permissions(
+            ws.root.join("src/lib.rs"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let after = s.track().unwrap();
+        let files: Vec<String> = s
+            .changed(&before, Some(&after))
+            .unwrap()
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        // The user edits an unrelated file meanwhile.
+        write(&ws.root, "user.txt", "mine\n");
+        // Staging a revert saves the state first, for redo.
+        let saved = s.track().unwrap();
+
+        let reverted = s
+            .revert(&[Patch {
+                from: before.clone(),
+                files,
+            }])
+            .unwrap();
+        assert_eq!(reverted.len(), 3);
+        assert_eq!(
+            std::fs::read_to_string(ws.root.join("src/lib.rs")).unwrap(),
+            "pub fn a() {}\n"
+        );
+        assert_eq!(
+            std::fs::metadata(ws.root.join("src/lib.rs"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o644
+        );
+        assert!(ws.root.join("README.md").exists());
+        assert!(
+            !ws.root.join("created").exists(),
+            "empty folders the agent created are gone"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.root.join("user.txt")).unwrap(),
+            "mine\n",
+            "the user's edit survives"
+        );
+
+        // Redo: back to the agent's state, the user's file untouched.
+        let restored = s.restore(&saved).unwrap();
+        assert_ne!(saved, after);
+        assert!(!restored.contains(&"user.txt".to_string()), "{restored:?}");
+        assert_eq!(
+            std::fs::read_to_string(ws.root.join("src/lib.rs")).unwrap(),
+            "changed by the agent\n"
+        );
+        assert!(ws.root.join("created/by/agent.txt").exists());
+        assert!(!ws.root.join("README.md").exists());
+        assert!(ws.root.join("user.txt").exists());
+    }
+}
+
+#[test]
+fn the_users_git_folder_is_never_written() {
+    let ws = workspace(true);
+    let before = tree_bytes(&ws.root.join(".git"));
+    let s = Snapshots::open(&ws.data, &ws.root).unwrap();
+    let a = s.track().unwrap();
+    write(&ws.root, "src/lib.rs", "x\n");
+    write(&ws.root, "n.txt", "y\n");
+    let b = s.track().unwrap();
+    s.revert(&[Patch {
+        from: a.clone(),
+        files: vec!["src/lib.rs".into(), "n.txt".into()],
+    }])
+    .unwrap();
+    s.restore(&b).unwrap();
+    s.revert(&[Patch {
+        from: a,
+        files: vec!["src/lib.rs".into(), "n.txt".into()],
+    }])
+    .unwrap();
+    assert_eq!(
+        tree_bytes(&ws.root.join(".git")),
+        before,
+        "the user's .git is byte-for-byte unchanged"
+    );
+    // The hidden repository borrows the project's objects.
+    let alternates = std::fs::read_to_string(s.git_dir().join("objects/info/alternates")).unwrap();
+    assert!(alternates.trim().ends_with(".git/objects"), "{alternates}");
+}
+
+#[test]
+fn ignored_large_unicode_symlink_and_nested_repository_files() {
+    let ws = workspace(true);
+    std::fs::create_dir_all(ws.root.join("target")).unwrap();
+    write(&ws.root, "target/build.o", "ignored\n");
+    std::fs::write(ws.root.join(".git/info/exclude"), "secret.local\n").unwrap();
+    write(&ws.root, "secret.local", "excluded\n");
+    std::fs::write(ws.root.join("big.bin"), vec![7u8; 3 * 1024 * 1024]).unwrap();
+    write(&ws.root, "dossier/résumé 日本 🦀.txt", "unicode\n");
+    let long = "l".repeat(200);
+    write(&ws.root, &format!("{long}.txt"), "long\n");
+    symlink("src/lib.rs", ws.root.join("link")).unwrap();
+    let nested = ws.root.join("vendor/nested");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::write(nested.join("code.c"), "int x;\n").unwrap();
+    git(&nested, &["init", "-q"]);
+    let s = Snapshots::open(&ws.data, &ws.root).unwrap();
+    let id = s.track().unwrap();
+    assert!(
+        s.file_at(&id, "target/build.o").unwrap().is_none(),
+        ".gitignore honoured"
+    );
+    assert!(
+        s.file_at(&id, "secret.local").unwrap().is_none(),
+        "info/exclude honoured"
+    );
+    assert!(
+        s.file_at(&id, "big.bin").unwrap().is_none(),
+        "untracked files over 2 MiB skipped"
+    );
+    assert_eq!(
+        s.file_at(&id, "dossier/résumé 日本 🦀.txt")
+            .unwrap()
+            .unwrap(),
+        b"unicode\n"
+    );
+    assert!(s.file_at(&id, &format!("{long}.txt")).unwrap().is_some());
+    assert_eq!(
+        s.file_at(&id, "link").unwrap().unwrap(),
+        b"src/lib.rs",
+        "symlinks as symlinks"
+    );
+    assert!(
+        s.file_at(&id, "vendor/nested/code.c").unwrap().is_some(),
+        "nested repositories as plain files"
+    );
+    assert!(
+        s.file_at(&id, "vendor/nested/.git/HEAD").unwrap().is_none(),
+        "never their .git"
+    );
+    // A symlink is restored as a symlink.
+    std::fs::remove_file(ws.root.join("link")).unwrap();
+    s.revert(&[Patch {
+        from: id,
+        files: vec!["link".into()],
+    }])
+    .unwrap();
+    assert_eq!(
+        std::fs::read_link(ws.root.join("link")).unwrap(),
+        PathBuf::from("src/lib.rs")
+    );
+}
+
+#[test]
+fn a_linked_worktree_borrows_the_common_object_store() {
+    let ws = workspace(true);
+    let linked = ws.root.parent().unwrap().join("linked");
+    git(
+        &ws.root,
+        &["worktree", "add", "-q", linked.to_str().unwrap()],
+    );
+    let s = Snapshots::open(&ws.data, &linked).unwrap();
+    let id = s.track().unwrap();
+    assert_eq!(
+        s.file_at(&id, "src/lib.rs").unwrap().unwrap(),
+        b"pub fn a() {}\n"
+    );
+    let alternates = std::fs::read_to_string(s.git_dir().join("objects/info/alternates")).unwrap();
+    assert!(alternates.contains("ws/.git/objects"), "{alternates}");
+    // Its own hidden repository, apart from the main worktree's.
+    let main = Snapshots::open(&ws.data, &ws.root).unwrap();
+    assert_ne!(main.git_dir(), s.git_dir());
+    assert_eq!(
+        main.git_dir().parent(),
+        s.git_dir().parent(),
+        "same project"
+    );
+}
+
+#[test]
+fn only_the_touched_paths_are_restaged_on_the_fast_path() {
+    let ws = workspace(false);
+    let s = Snapshots::open(&ws.data, &ws.root).unwrap();
+    s.track().unwrap();
+    write(&ws.root, "src/lib.rs", "fast\n");
+    write(&ws.root, "other.txt", "not reported\n");
+    let fast = s.track_paths(&[PathBuf::from("src/lib.rs")]).unwrap();
+    assert_eq!(s.file_at(&fast, "src/lib.rs").unwrap().unwrap(), b"fast\n");
+    assert!(
+        s.file_at(&fast, "other.txt").unwrap().is_none(),
+        "only the given paths"
+    );
+    let full = s.track().unwrap();
+    assert!(s.file_at(&full, "other.txt").unwrap().is_some());
+}
+
+#[test]
+fn a_stale_lock_is_taken_over_and_a_live_one_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    // A pid that does not exist.
+    std::fs::write(dir.path().join("agent-lsp.lock"), "999999999").unwrap();
+    let lock = Lock::acquire_within(dir.path(), std::time::Duration::from_millis(200)).unwrap();
+    let err = Lock::acquire_within(dir.path(), std::time::Duration::from_millis(100))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains(&format!("locked by process {}", std::process::id())),
+        "{err}"
+    );
+    drop(lock);
+    assert!(!dir.path().join("agent-lsp.lock").exists());
+    Lock::acquire_within(dir.path(), std::time::Duration::from_millis(100)).unwrap();
+}
