@@ -345,7 +345,7 @@ impl Snapshots {
         let tree = index.write_tree_to(&self.repo)?;
         let mut buf = git2::Buf::new();
         mempack.dump(&self.repo, &mut buf)?;
-        if buf.len() > 0 {
+        if !buf.is_empty() {
             let mut writer = odb.packwriter()?;
             writer.write_all(&buf)?;
             writer.commit()?;
