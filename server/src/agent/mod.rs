@@ -9,6 +9,7 @@
 pub mod baseline;
 mod context;
 pub mod prompts;
+pub mod revert;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -52,9 +53,13 @@ pub struct Agent {
     pub store: Arc<Mutex<Store>>,
     pub config: Config,
     pub workspace: PathBuf,
-    pub provider: Arc<dyn Provider>,
+    /// `None` for commands that never call a model (revert, undo).
+    pub provider: Option<Arc<dyn Provider>>,
     pub registry: Registry,
     pub editor: Arc<dyn EditorPort>,
+    /// The hidden snapshot repository, opened on first use (`None` when snapshots are off or
+    /// it cannot be opened).
+    snapshots: std::sync::OnceLock<Option<revert::SharedSnapshots>>,
 }
 
 type StoreResult<T> = Result<T, String>;
@@ -64,7 +69,7 @@ impl Agent {
         store: Arc<Mutex<Store>>,
         config: Config,
         workspace: &Path,
-        provider: Arc<dyn Provider>,
+        provider: Option<Arc<dyn Provider>>,
         editor: Arc<dyn EditorPort>,
     ) -> Self {
         Self {
@@ -74,6 +79,36 @@ impl Agent {
             provider,
             registry: Registry::standard(),
             editor,
+            snapshots: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The snapshot repository, if snapshots are on (opened lazily: git is not loaded
+    /// until the first step needs it).
+    pub fn snapshots(&self) -> Option<revert::SharedSnapshots> {
+        self.snapshots
+            .get_or_init(|| revert::open_snapshots(&self.config, &self.workspace))
+            .clone()
+    }
+
+    /// Tracks the work tree (all of it, or only `paths`) off the async threads.
+    async fn track(&self, paths: Option<Vec<PathBuf>>) -> Option<String> {
+        let snapshots = self.snapshots()?;
+        let result = tokio::task::spawn_blocking(move || {
+            let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            match paths {
+                Some(p) => s.track_paths(&p),
+                None => s.track(),
+            }
+        })
+        .await;
+        match result {
+            Ok(Ok(id)) => Some(id),
+            Ok(Err(e)) => {
+                tracing::warn!("snapshot failed: {e}");
+                None
+            }
+            Err(_) => None,
         }
     }
 
@@ -152,6 +187,8 @@ impl Agent {
         if self.with_store(|s| s.session(&sid))?.is_none() {
             return Err(format!("no session {sid}"));
         }
+        // A new prompt makes a staged revert final.
+        self.commit_revert(&sid)?;
         let input_id = new_id();
         self.append(
             &sid,
@@ -349,6 +386,7 @@ impl Agent {
                 ctx.policy.mode = crate::permission::Mode::parse(&mode);
             }
             let message_id = new_id();
+            let start_snapshot = self.track(None).await;
             if let Err(e) = self.append(
                 sid,
                 vec![
@@ -361,7 +399,7 @@ impl Agent {
                         part_id: new_id(),
                         message_id: message_id.clone(),
                         kind: "step_start".into(),
-                        data: json!({"snapshot": null}),
+                        data: json!({"snapshot": start_snapshot}),
                         status: None,
                     },
                 ],
@@ -387,6 +425,10 @@ impl Agent {
                 };
             }
             let list_version = self.registry.version();
+            let mut written: Vec<PathBuf> = Vec::new();
+            let mut ran_commands = false;
+            // Runs the calls in order; stops early on cancel or when the user stops the turn.
+            let mut stop: Option<TurnOutcome> = None;
             for (i, call) in answer.calls.iter().enumerate() {
                 if cancel.is_cancelled() {
                     // Calls not started yet are recorded as interrupted, never run.
@@ -401,21 +443,33 @@ impl Agent {
                             &Value::Null,
                         );
                     }
-                    return TurnOutcome {
-                        end: TurnEnd::Cancelled,
-                        error: None,
-                    };
+                    break;
                 }
                 ctx.call_id = call.id.clone();
-                let stopped = self
+                ran_commands |= call.name == "bash";
+                let (stopped, files) = self
                     .run_tool(sid, &message_id, call, list_version, &mut ctx, &mut recent)
                     .await;
+                written.extend(files);
                 if stopped {
-                    return TurnOutcome {
+                    stop = Some(TurnOutcome {
                         end: TurnEnd::Cancelled,
                         error: Some("the user rejected a tool call and stopped the turn".into()),
-                    };
+                    });
+                    break;
                 }
+            }
+            // Whatever the step changed is recorded, even when it ends the turn.
+            self.record_patch(
+                sid,
+                &message_id,
+                start_snapshot.as_deref(),
+                &written,
+                ran_commands,
+            )
+            .await;
+            if let Some(outcome) = stop {
+                return outcome;
             }
             if cancel.is_cancelled() {
                 return TurnOutcome {
@@ -489,7 +543,7 @@ impl Agent {
         list_version: u64,
         ctx: &mut ToolContext,
         recent: &mut Vec<(String, String)>,
-    ) -> bool {
+    ) -> (bool, Vec<PathBuf>) {
         let part_id = new_id();
         let input: Value =
             serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
@@ -561,7 +615,7 @@ impl Agent {
                     title: String::new(),
                     output,
                 });
-                return false;
+                return (false, Vec::new());
             }
         }
 
@@ -631,7 +685,62 @@ impl Agent {
             title: result.title.clone(),
             output: result.output.clone(),
         });
-        result.status == CallStatus::Stopped
+        (result.status == CallStatus::Stopped, result.files_changed)
+    }
+
+    /// After a step: a snapshot (only the files the tools wrote when no command ran, the
+    /// whole tree otherwise) and a patch part listing what changed, if anything did.
+    async fn record_patch(
+        &self,
+        sid: &str,
+        message_id: &str,
+        from: Option<&str>,
+        written: &[PathBuf],
+        ran_commands: bool,
+    ) {
+        let Some(from) = from else { return };
+        if written.is_empty() && !ran_commands {
+            return;
+        }
+        let paths = (!ran_commands).then(|| {
+            written
+                .iter()
+                .filter_map(|p| p.strip_prefix(&self.workspace).ok().map(Path::to_path_buf))
+                .collect::<Vec<_>>()
+        });
+        let Some(to) = self.track(paths).await else {
+            return;
+        };
+        if to == from {
+            return;
+        }
+        let Some(snapshots) = self.snapshots() else {
+            return;
+        };
+        let from_owned = from.to_string();
+        let to_owned = to.clone();
+        let changes = tokio::task::spawn_blocking(move || {
+            snapshots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .changed(&from_owned, Some(&to_owned))
+        })
+        .await;
+        let Ok(Ok(changes)) = changes else { return };
+        if changes.is_empty() {
+            return;
+        }
+        let files: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+        let _ = self.append(
+            sid,
+            vec![Event::PartAdded {
+                part_id: new_id(),
+                message_id: message_id.into(),
+                kind: "patch".into(),
+                data: json!({"from": from, "to": to, "files": files, "changes": changes}),
+                status: None,
+            }],
+        );
     }
 
     /// Streams one answer with retries before output, persisting deltas in batches.
@@ -645,8 +754,11 @@ impl Agent {
         let mut attempt = 0;
         loop {
             let mut writer = AnswerWriter::new(self, sid, message_id);
+            let Some(provider) = &self.provider else {
+                return Err(self.fail(sid, "no model provider is configured".into()));
+            };
             let started = tokio::select! {
-                s = self.provider.stream(request) => s,
+                s = provider.stream(request) => s,
                 _ = cancel.cancelled() => return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None }),
             };
             let result = match started {

@@ -62,6 +62,32 @@ pub enum SessionCommand {
     },
     /// Recompute every projection from the event log.
     Rebuild,
+    /// Put the files back as they were before MESSAGE_ID (the messages stay until the next
+    /// prompt, so `unrevert` can bring everything back).
+    Revert {
+        id: String,
+        message_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring back what the last revert undid.
+    Unrevert {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revert the last prompt's whole turn; prints the prompt's text.
+    Undo {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Redo what undo reverted.
+    Redo {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs a non-LSP command; returns the process exit code.

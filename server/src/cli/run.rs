@@ -358,7 +358,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         store.clone(),
         config,
         &workspace,
-        Arc::from(provider),
+        Some(Arc::from(provider)),
         terminal.clone(),
     );
     let recovered = agent.recover().map_err(|e| anyhow::anyhow!(e))?;

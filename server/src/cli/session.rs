@@ -5,10 +5,115 @@ use std::io::Write;
 use anyhow::{Context, bail};
 
 use super::SessionCommand;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::agent::Agent;
+use crate::agent::revert::to_json;
+use crate::config::Layers;
+use crate::editor::{Headless, PermissionReply};
 use crate::store::{SessionView, Store};
 
+/// An agent for a stored session's workspace, without a model (for revert and friends).
+fn agent_for(store: Store, prefix: &str) -> anyhow::Result<(Agent, String)> {
+    let id = resolve_id(&store, prefix)?;
+    let view = store.session(&id)?.context("the session vanished")?;
+    let workspace = PathBuf::from(&view.summary.workspace);
+    let mut layers = Layers::default();
+    for problem in layers.load_files(Some(&workspace)) {
+        eprintln!("{problem}");
+    }
+    let editor = Arc::new(Headless {
+        answer: PermissionReply::Reject { message: None },
+    });
+    let agent = Agent::new(
+        Arc::new(Mutex::new(store)),
+        layers.effective(),
+        &workspace,
+        None,
+        editor,
+    );
+    Ok((agent, id))
+}
+
+/// Prints a revert-like result, as JSON or as text.
+fn report(json: bool, value: serde_json::Value, text: String) -> anyhow::Result<i32> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{text}")?;
+    }
+    Ok(0)
+}
+
+fn files_text(verb: &str, files: &[String]) -> String {
+    if files.is_empty() {
+        format!("{verb} nothing: no file differed")
+    } else {
+        format!("{verb} {} file(s):\n  {}", files.len(), files.join("\n  "))
+    }
+}
+
 pub fn run(cmd: SessionCommand) -> anyhow::Result<i32> {
-    let mut store = Store::open_default().context("cannot open the database")?;
+    let store = Store::open_default().context("cannot open the database")?;
+    match cmd {
+        SessionCommand::Revert { .. }
+        | SessionCommand::Unrevert { .. }
+        | SessionCommand::Undo { .. }
+        | SessionCommand::Redo { .. } => revert_command(store, cmd),
+        _ => read_command(store, cmd),
+    }
+}
+
+fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32> {
+    let fail = |e: String| -> anyhow::Result<i32> {
+        eprintln!("agent-lsp: {e}");
+        Ok(1)
+    };
+    match cmd {
+        SessionCommand::Revert {
+            id,
+            message_id,
+            json,
+        } => {
+            let (agent, sid) = agent_for(store, &id)?;
+            match agent.revert_to(&sid, &message_id) {
+                Ok(info) => report(json, to_json(&info), files_text("reverted", &info.files)),
+                Err(e) => fail(e),
+            }
+        }
+        SessionCommand::Undo { id, json } => {
+            let (agent, sid) = agent_for(store, &id)?;
+            match agent.undo(&sid) {
+                Ok(info) => {
+                    let text = format!(
+                        "{}\nundone prompt: {}",
+                        files_text("reverted", &info.files),
+                        info.text.clone().unwrap_or_default()
+                    );
+                    report(json, to_json(&info), text)
+                }
+                Err(e) => fail(e),
+            }
+        }
+        SessionCommand::Unrevert { id, json } | SessionCommand::Redo { id, json } => {
+            let (agent, sid) = agent_for(store, &id)?;
+            match agent.unrevert(&sid) {
+                Ok(files) => report(
+                    json,
+                    serde_json::json!({"files": files}),
+                    files_text("restored", &files),
+                ),
+                Err(e) => fail(e),
+            }
+        }
+        _ => unreachable!("run() routes only revert commands here"),
+    }
+}
+
+fn read_command(mut store: Store, cmd: SessionCommand) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     match cmd {
         SessionCommand::List { json } => {
@@ -38,6 +143,10 @@ pub fn run(cmd: SessionCommand) -> anyhow::Result<i32> {
                 write_transcript(&mut out, &view)?;
             }
         }
+        SessionCommand::Revert { .. }
+        | SessionCommand::Unrevert { .. }
+        | SessionCommand::Undo { .. }
+        | SessionCommand::Redo { .. } => unreachable!("run() routes these to revert_command"),
         SessionCommand::Rebuild => {
             let report = store.rebuild()?;
             let health = store.integrity_check()?;

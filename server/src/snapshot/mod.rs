@@ -5,13 +5,11 @@
 //! starts from a copy of the project's index, so the first snapshot rehashes nothing that is
 //! committed and unchanged. `track` stages the work tree into the hidden index — reusing each
 //! entry whose stat data is unchanged, hashing only what changed — and writes a tree: the
-//! snapshot id. New objects go into one pack per snapshot (a mempack dumped through the
-//! packwriter), not one loose file each. The user's `.git` is only ever read.
+//! snapshot id. The user's `.git` is only ever read.
 
 mod lock;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -107,6 +105,21 @@ fn safe_relative(path: &str) -> Option<PathBuf> {
     p.components()
         .all(|c| matches!(c, Component::Normal(_)))
         .then_some(p)
+}
+
+/// Writes one snapshot: the changed blobs (through `stage`), then the trees, then the index.
+/// Objects are written loose; `Odb::write` skips any that already exist (also through the
+/// alternates), so an unchanged committed file costs nothing.
+fn write_snapshot(
+    repo: &Repository,
+    index: &mut git2::Index,
+    stage: impl FnOnce(&git2::Odb<'_>, &mut git2::Index) -> Result<()>,
+) -> Result<String> {
+    let odb = repo.odb()?;
+    stage(&odb, index)?;
+    let tree = index.write_tree_to(repo)?;
+    index.write()?;
+    Ok(tree.to_string())
 }
 
 impl Snapshots {
@@ -253,12 +266,10 @@ impl Snapshots {
         for path in gone {
             index.remove_path(Path::new(std::ffi::OsStr::from_bytes(&path)))?;
         }
-        self.stage(
-            &mut index,
-            files.iter().map(|(p, md)| (p.as_slice(), md)),
-            index_written,
-        )?;
-        self.write(index)
+        write_snapshot(&self.repo, &mut index, |odb, index| {
+            let files = files.iter().map(|(p, md)| (p.as_slice(), md));
+            self.stage(odb, index, files, index_written)
+        })
     }
 
     /// Takes a snapshot after changes to `paths` alone (relative to the work tree), as after
@@ -275,21 +286,19 @@ impl Snapshots {
                 }
             }
         }
-        self.stage(
-            &mut index,
-            present.iter().map(|(p, md)| (p.as_slice(), md)),
-            None,
-        )?;
-        self.write(index)
+        write_snapshot(&self.repo, &mut index, |odb, index| {
+            let files = present.iter().map(|(p, md)| (p.as_slice(), md));
+            self.stage(odb, index, files, None)
+        })
     }
 
     fn stage<'a>(
         &self,
+        odb: &git2::Odb<'_>,
         index: &mut git2::Index,
         files: impl Iterator<Item = (&'a [u8], &'a std::fs::Metadata)>,
         index_written: Option<std::time::SystemTime>,
     ) -> Result<()> {
-        let odb = self.repo.odb()?;
         for (rel, md) in files {
             let path = Path::new(std::ffi::OsStr::from_bytes(rel));
             let mode = entry_mode(md);
@@ -336,23 +345,6 @@ impl Snapshots {
             })?;
         }
         Ok(())
-    }
-
-    /// Writes the tree (new objects packed into one pack) and the index.
-    fn write(&self, mut index: git2::Index) -> Result<String> {
-        let odb = self.repo.odb()?;
-        let mempack = odb.add_new_mempack_backend(1000)?;
-        let tree = index.write_tree_to(&self.repo)?;
-        let mut buf = git2::Buf::new();
-        mempack.dump(&self.repo, &mut buf)?;
-        if !buf.is_empty() {
-            let mut writer = odb.packwriter()?;
-            writer.write_all(&buf)?;
-            writer.commit()?;
-        }
-        mempack.reset()?;
-        index.write()?;
-        Ok(tree.to_string())
     }
 
     fn tree(&self, id: &str) -> Result<git2::Tree<'_>> {

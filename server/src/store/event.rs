@@ -99,6 +99,14 @@ pub enum Event {
     TodosReplaced {
         todos: Vec<Todo>,
     },
+    /// Files were reverted to before `message_id`; `snapshot` is the state saved for redo.
+    RevertStaged {
+        message_id: String,
+        snapshot: String,
+        files: Vec<String>,
+    },
+    /// The staged revert ended: undone (redo) or committed.
+    RevertCleared,
 }
 
 impl Event {
@@ -129,6 +137,8 @@ impl Event {
             Self::PermissionRevoked { .. } => "permission_revoked",
             Self::ContextEpochStarted { .. } => "context_epoch_started",
             Self::TodosReplaced { .. } => "todos_replaced",
+            Self::RevertStaged { .. } => "revert_staged",
+            Self::RevertCleared => "revert_cleared",
         }
     }
 }

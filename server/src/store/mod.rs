@@ -53,6 +53,8 @@ pub struct SessionSummary {
     pub created_at: i64,
     pub updated_at: i64,
     pub messages: i64,
+    /// A staged revert: `{messageId, snapshot, files}`.
+    pub revert: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -424,7 +426,7 @@ impl Store {
 
 const SUMMARY_SELECT: &str =
     "SELECT s.id, s.workspace, s.title, s.status, s.mode, s.created_at, s.updated_at,
-        (SELECT count(*) FROM message m WHERE m.session_id = s.id) FROM session s";
+        (SELECT count(*) FROM message m WHERE m.session_id = s.id), s.revert FROM session s";
 
 fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {
     Ok(SessionSummary {
@@ -436,6 +438,7 @@ fn summary_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionSummary> {
         created_at: r.get(5)?,
         updated_at: r.get(6)?,
         messages: r.get(7)?,
+        revert: r.get::<_, Option<String>>(8)?.map(json_column),
     })
 }
 

@@ -232,6 +232,24 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 params![epoch_id, sid, baseline, change_record.to_string(), snapshot, env.seq, at],
             )?;
         }
+        Event::RevertStaged {
+            message_id,
+            snapshot,
+            files,
+        } => {
+            let revert =
+                serde_json::json!({"messageId": message_id, "snapshot": snapshot, "files": files});
+            tx.execute(
+                "UPDATE session SET revert = ?2, updated_at = ?3 WHERE id = ?1",
+                params![sid, revert.to_string(), at],
+            )?;
+        }
+        Event::RevertCleared => {
+            tx.execute(
+                "UPDATE session SET revert = NULL, updated_at = ?2 WHERE id = ?1",
+                params![sid, at],
+            )?;
+        }
         Event::TodosReplaced { todos } => {
             tx.execute("DELETE FROM todo WHERE session_id IS ?1", params![sid])?;
             for (i, t) in todos.iter().enumerate() {

@@ -75,6 +75,8 @@ const MIGRATIONS: &[&str] = &[
          priority   TEXT NOT NULL,
          PRIMARY KEY (session_id, position)
      );",
+    // 2: a staged revert per session (message id, saved snapshot, files), as JSON.
+    "ALTER TABLE session ADD COLUMN revert TEXT;",
 ];
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {

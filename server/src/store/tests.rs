@@ -186,6 +186,12 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
             change_record: json!({}),
             snapshot: None
         }),
+        id().prop_map(|m| Event::RevertStaged {
+            message_id: format!("m{m}"),
+            snapshot: "tree".into(),
+            files: vec!["a.rs".into()]
+        }),
+        Just(Event::RevertCleared),
         proptest::collection::vec(text, 0..3).prop_map(|items| Event::TodosReplaced {
             todos: items
                 .into_iter()

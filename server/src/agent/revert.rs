@@ -1,0 +1,194 @@
+//! Session revert in three steps (DESIGN §5): **stage** puts the files back as they were
+//! before a message (the messages stay, the current state is saved for redo); **clear**
+//! brings the saved state back (redo); **commit** deletes the messages from the revert point
+//! on, as events — when the next prompt is sent, or explicitly. `undo` stages the last user
+//! message and returns its text; `redo` clears.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Agent;
+use crate::config::Config;
+use crate::snapshot::{Patch, Snapshots};
+use crate::store::{Event, SessionView};
+
+pub type SharedSnapshots = Arc<Mutex<Snapshots>>;
+
+pub fn open_snapshots(config: &Config, workspace: &Path) -> Option<SharedSnapshots> {
+    if !config.snapshot {
+        return None;
+    }
+    match Snapshots::open(&crate::paths::data_dir(), workspace) {
+        Ok(s) => Some(Arc::new(Mutex::new(s))),
+        Err(e) => {
+            tracing::warn!("snapshots are unavailable: {e}");
+            None
+        }
+    }
+}
+
+/// What a revert did, for the user.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevertInfo {
+    pub message_id: String,
+    pub files: Vec<String>,
+    /// The reverted change, as a unified diff (from the reverted state to the saved one).
+    pub diff: String,
+    /// For `undo`: the text of the user message that was undone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+fn staged(view: &SessionView) -> Option<(String, String)> {
+    let r = view.summary.revert.as_ref()?;
+    Some((
+        r["messageId"].as_str()?.to_string(),
+        r["snapshot"].as_str()?.to_string(),
+    ))
+}
+
+impl Agent {
+    fn snapshots_or_err(&self) -> Result<SharedSnapshots, String> {
+        if !self.config.snapshot {
+            return Err("snapshots are off (`snapshot = false` in the configuration), so there is nothing to revert to".into());
+        }
+        self.snapshots()
+            .ok_or_else(|| "the snapshot repository could not be opened; see the log".into())
+    }
+
+    fn view(&self, sid: &str) -> Result<SessionView, String> {
+        self.with_store(|s| s.session(sid))?
+            .ok_or_else(|| format!("no session {sid}"))
+    }
+
+    /// Stages a revert to just before `message_id`. Refused while the session runs.
+    pub fn revert_to(&self, sid: &str, message_id: &str) -> Result<RevertInfo, String> {
+        let snapshots = self.snapshots_or_err()?;
+        let view = self.view(sid)?;
+        if view.summary.status == "busy" {
+            return Err("the session is running; cancel it before reverting".into());
+        }
+        let Some(start) = view
+            .messages
+            .iter()
+            .position(|m| m.message_id == message_id)
+        else {
+            return Err(format!("no message {message_id} in session {sid}"));
+        };
+        let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        // Staging again moves the revert point: start from the state saved the first time.
+        let saved = match staged(&view) {
+            Some((_, saved)) => {
+                s.restore(&saved).map_err(|e| e.to_string())?;
+                saved
+            }
+            None => s.track().map_err(|e| e.to_string())?,
+        };
+        let patches: Vec<Patch> = view.messages[start..]
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter(|p| p.kind == "patch")
+            .filter_map(|p| {
+                Some(Patch {
+                    from: p.data["from"].as_str()?.to_string(),
+                    files: p.data["files"]
+                        .as_array()?
+                        .iter()
+                        .filter_map(|f| f.as_str().map(String::from))
+                        .collect(),
+                })
+            })
+            .collect();
+        let files = s.revert(&patches).map_err(|e| e.to_string())?;
+        let now = s.track().map_err(|e| e.to_string())?;
+        let diff = s.diff(&now, Some(&saved)).map_err(|e| e.to_string())?;
+        drop(s);
+        self.append(
+            sid,
+            vec![Event::RevertStaged {
+                message_id: message_id.into(),
+                snapshot: saved,
+                files: files.clone(),
+            }],
+        )?;
+        Ok(RevertInfo {
+            message_id: message_id.into(),
+            files,
+            diff,
+            text: None,
+        })
+    }
+
+    /// Clears a staged revert: the files come back as they were before it (redo).
+    pub fn unrevert(&self, sid: &str) -> Result<Vec<String>, String> {
+        let view = self.view(sid)?;
+        let Some((_, saved)) = staged(&view) else {
+            return Err("nothing to redo: no revert is staged in this session".into());
+        };
+        let snapshots = self.snapshots_or_err()?;
+        let files = snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .restore(&saved)
+            .map_err(|e| e.to_string())?;
+        self.append(sid, vec![Event::RevertCleared])?;
+        Ok(files)
+    }
+
+    /// Makes a staged revert final: the messages from the revert point on are deleted.
+    pub fn commit_revert(&self, sid: &str) -> Result<bool, String> {
+        let view = self.view(sid)?;
+        let Some((message_id, _)) = staged(&view) else {
+            return Ok(false);
+        };
+        self.append(
+            sid,
+            vec![
+                Event::MessagesDeleted {
+                    from_message_id: message_id,
+                },
+                Event::RevertCleared,
+            ],
+        )?;
+        Ok(true)
+    }
+
+    /// Stages the last user message (before any staged revert point) and returns its text,
+    /// so an editor can put it back in the input box.
+    pub fn undo(&self, sid: &str) -> Result<RevertInfo, String> {
+        let view = self.view(sid)?;
+        let limit = staged(&view)
+            .and_then(|(id, _)| view.messages.iter().position(|m| m.message_id == id))
+            .unwrap_or(view.messages.len());
+        let Some(message) = view.messages[..limit]
+            .iter()
+            .rev()
+            .find(|m| m.role == "user")
+        else {
+            return Err("nothing to undo".into());
+        };
+        let text: String = message
+            .parts
+            .iter()
+            .filter(|p| p.kind == "text")
+            .filter_map(|p| p.data["text"].as_str())
+            .collect();
+        let mut info = self.revert_to(sid, &message.message_id.clone())?;
+        info.text = Some(text);
+        Ok(info)
+    }
+
+    /// The reverse of `undo`.
+    pub fn redo(&self, sid: &str) -> Result<Vec<String>, String> {
+        self.unrevert(sid)
+    }
+}
+
+/// The JSON form of a revert for the CLI and the protocol.
+pub fn to_json(info: &RevertInfo) -> Value {
+    serde_json::to_value(info).unwrap_or(Value::Null)
+}

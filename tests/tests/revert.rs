@@ -1,0 +1,409 @@
+//! Snapshots, revert, undo and redo through the real binary, with fake-llm scripts that
+//! write, edit, delete, rename, chmod, create folders, binary files and symlinks.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use agent_lsp_tests::process::{FakeLlm, TestEnv};
+use serde_json::{Value, json};
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+}
+
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let ft = e.file_type().unwrap();
+            if ft.is_symlink() {
+                out.insert(
+                    p.clone(),
+                    format!("-> {}", std::fs::read_link(&p).unwrap().display()).into_bytes(),
+                );
+            } else if ft.is_dir() {
+                stack.push(p);
+            } else {
+                let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+                let mut bytes = std::fs::read(&p).unwrap();
+                bytes.extend(format!(" [mode {mode:o}]").into_bytes());
+                out.insert(p, bytes);
+            }
+        }
+    }
+    out
+}
+
+/// The work tree without `.git`.
+fn work_tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    files(dir)
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with(dir.join(".git")))
+        .collect()
+}
+
+fn setup(llm: &FakeLlm, with_git: bool, extra: &str) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n{extra}",
+        llm.url
+    ));
+    let ws = env.workspace();
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "pub fn one() -> u32 { 1 }\n").unwrap();
+    std::fs::write(ws.join("old-name.txt"), "to be renamed\n").unwrap();
+    std::fs::write(ws.join("doomed.txt"), "to be deleted\n").unwrap();
+    std::fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
+    std::fs::write(ws.join("notes 日本.md"), "unicode\n").unwrap();
+    if with_git {
+        std::fs::write(ws.join(".gitignore"), "build/\n").unwrap();
+        git(&ws, &["init", "-q"]);
+        git(&ws, &["add", "."]);
+        git(&ws, &["commit", "-qm", "init"]);
+    }
+    env
+}
+
+fn run(env: &TestEnv, args: &[&str]) -> Vec<Value> {
+    let out = env
+        .command(&[
+            "run",
+            "--json",
+            "--mode",
+            "auto",
+            "--cwd",
+            env.workspace().to_str().unwrap(),
+        ])
+        .args(args)
+        .env("FAKE_KEY", "k")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        out.status.success(),
+        "{}\n{lines:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
+}
+
+fn session_json(env: &TestEnv, args: &[&str]) -> (i32, Value, String) {
+    let (code, out, err) = env.run(&[&["session"], args, &["--json"]].concat());
+    (code, serde_json::from_str(&out).unwrap_or(Value::Null), err)
+}
+
+fn show(env: &TestEnv, sid: &str) -> Value {
+    session_json(env, &["show", sid]).1
+}
+
+fn user_messages(view: &Value) -> Vec<String> {
+    view["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["messageId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn busy_script() -> Value {
+    json!({"turns": [
+        {"reply": {"tool_calls": [
+            {"name": "edit", "arguments": {"filePath": "src/lib.rs", "oldString": "{ 1 }", "newString": "{ 2 }"}},
+            {"name": "write", "arguments": {"filePath": "new/deep/folder/made.txt", "content": "made by the agent\n"}},
+            {"name": "apply_patch", "arguments": {"patchText": "*** Begin Patch\n*** Update File: old-name.txt\n*** Move to: renamed.txt\n@@\n-to be renamed\n+renamed\n*** Delete File: doomed.txt\n*** End Patch"}}
+        ]}},
+        {"reply": {"tool_calls": [
+            {"name": "bash", "arguments": {"command": "chmod +x run.sh && printf '\\x00\\x01\\x02binary' > blob.bin && ln -s src/lib.rs link.rs && mkdir -p build && echo ignored > build/out.txt"}}
+        ]}},
+        {"reply": {"text": "All done."}}
+    ]})
+}
+
+#[test]
+fn a_turn_full_of_changes_reverts_redoes_and_commits_without_touching_git() {
+    for with_git in [true, false] {
+        let llm = FakeLlm::start(&busy_script(), "openai");
+        let env = setup(&llm, with_git, "");
+        let ws = env.workspace();
+        let git_before = if with_git {
+            files(&ws.join(".git"))
+        } else {
+            BTreeMap::new()
+        };
+        let before = work_tree(&ws);
+
+        let lines = run(&env, &["change many things"]);
+        let sid = lines[0]["session_id"].as_str().unwrap().to_string();
+        let after = work_tree(&ws);
+        assert_ne!(before, after);
+        assert!(ws.join("renamed.txt").exists() && !ws.join("doomed.txt").exists());
+        assert!(
+            std::fs::symlink_metadata(ws.join("link.rs"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+
+        let view = show(&env, &sid);
+        let patches: Vec<&Value> = view["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["parts"].as_array().unwrap())
+            .filter(|p| p["kind"] == "patch")
+            .collect();
+        assert_eq!(
+            patches.len(),
+            2,
+            "one patch part per step that changed files"
+        );
+        let first_user = user_messages(&view)[0].clone();
+
+        // Revert the whole turn: every file as before (build/ is ignored and stays).
+        let (code, info, err) = session_json(&env, &["revert", &sid, &first_user]);
+        assert_eq!(code, 0, "{err}");
+        assert!(info["files"].as_array().unwrap().len() >= 7, "{info}");
+        assert!(info["diff"].as_str().unwrap().contains("renamed"), "{info}");
+        let reverted: BTreeMap<_, _> = work_tree(&ws)
+            .into_iter()
+            .filter(|(p, _)| !p.starts_with(ws.join("build")))
+            .collect();
+        assert_eq!(reverted, before, "with_git={with_git}");
+        assert!(
+            !ws.join("new").exists(),
+            "folders the agent created are removed"
+        );
+        assert_eq!(
+            show(&env, &sid)["messages"].as_array().unwrap().len(),
+            view["messages"].as_array().unwrap().len(),
+            "messages kept while staged"
+        );
+
+        // Redo, then revert again.
+        let (code, _, err) = session_json(&env, &["unrevert", &sid]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(work_tree(&ws), after);
+        let (code, _, _) = session_json(&env, &["revert", &sid, &first_user]);
+        assert_eq!(code, 0);
+
+        // The next prompt commits the revert: the reverted messages are gone.
+        let llm2 = FakeLlm::start(
+            &json!({"turns": [{"reply": {"text": "fresh start"}}]}),
+            "openai",
+        );
+        env.write_user_config(&format!("provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n", llm2.url));
+        run(&env, &["--session", &sid, "try again"]);
+        let view = show(&env, &sid);
+        let texts: Vec<&str> = view["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["parts"].as_array().unwrap())
+            .filter_map(|p| p["data"]["text"].as_str())
+            .collect();
+        assert!(
+            !texts.contains(&"change many things")
+                && texts.contains(&"try again")
+                && texts.contains(&"fresh start"),
+            "{texts:?}"
+        );
+        assert!(view["revert"].is_null());
+        // The request after the commit no longer carries the reverted turn.
+        assert!(
+            !llm2.requests()[0]
+                .body
+                .to_string()
+                .contains("change many things")
+        );
+
+        if with_git {
+            assert_eq!(
+                files(&ws.join(".git")),
+                git_before,
+                "the user's .git is byte-for-byte unchanged"
+            );
+        }
+    }
+}
+
+#[test]
+fn undo_reverts_the_last_turn_only_and_keeps_the_users_edits() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [{"name": "write", "arguments": {"filePath": "a.txt", "content": "turn one\n"}}]}},
+        {"reply": {"text": "one"}},
+        {"reply": {"tool_calls": [{"name": "write", "arguments": {"filePath": "c.txt", "content": "turn two\n"}},
+                                  {"name": "edit", "arguments": {"filePath": "src/lib.rs", "oldString": "{ 1 }", "newString": "{ 3 }"}}]}},
+        {"reply": {"text": "two"}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, true, "");
+    let ws = env.workspace();
+    let sid = run(&env, &["first prompt"])[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The user edits a file between the turns.
+    std::fs::write(ws.join("user.txt"), "the user's own\n").unwrap();
+    std::fs::write(ws.join("notes 日本.md"), "edited by the user\n").unwrap();
+    run(&env, &["--session", &sid, "second prompt"]);
+
+    let (code, info, err) = session_json(&env, &["undo", &sid]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        info["text"], "second prompt",
+        "undo returns the prompt for the input box"
+    );
+    assert!(!ws.join("c.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/lib.rs")).unwrap(),
+        "pub fn one() -> u32 { 1 }\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "turn one\n",
+        "the first turn stays"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("user.txt")).unwrap(),
+        "the user's own\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes 日本.md")).unwrap(),
+        "edited by the user\n"
+    );
+
+    // Undo again moves the revert point to the first prompt.
+    let (_, info, _) = session_json(&env, &["undo", &sid]);
+    assert_eq!(info["text"], "first prompt");
+    assert!(!ws.join("a.txt").exists());
+    // Redo brings both turns back.
+    let (code, _, _) = session_json(&env, &["redo", &sid]);
+    assert_eq!(code, 0);
+    assert!(ws.join("a.txt").exists() && ws.join("c.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("user.txt")).unwrap(),
+        "the user's own\n"
+    );
+    let (code, _, err) = session_json(&env, &["redo", &sid]);
+    assert_eq!(code, 1);
+    assert!(err.contains("nothing to redo"), "{err}");
+}
+
+#[test]
+fn revert_is_refused_while_running_and_explains_when_snapshots_are_off() {
+    let llm = FakeLlm::start(&json!({"turns": [{"reply": {"text": "hi"}}]}), "openai");
+    let env = setup(&llm, false, "snapshot = false\n");
+    let sid = run(&env, &["hello"])[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let first = user_messages(&show(&env, &sid))[0].clone();
+    let (code, _, err) = session_json(&env, &["revert", &sid, &first]);
+    assert_eq!(code, 1);
+    assert!(err.contains("snapshots are off"), "{err}");
+
+    let llm = FakeLlm::start(&json!({"turns": [{"reply": {"text": "hi"}}]}), "openai");
+    let env = setup(&llm, false, "");
+    let sid = run(&env, &["hello"])[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let first = user_messages(&show(&env, &sid))[0].clone();
+    let mut store = agent_lsp::store::Store::open(&env.database()).unwrap();
+    store
+        .append(
+            Some(&sid),
+            &agent_lsp::store::Event::SessionStatus {
+                status: "busy".into(),
+            },
+        )
+        .unwrap();
+    let (code, _, err) = session_json(&env, &["revert", &sid, &first]);
+    assert_eq!(code, 1);
+    assert!(err.contains("running"), "{err}");
+}
+
+#[test]
+fn two_processes_in_one_workspace_at_once() {
+    let script = |name: &str| {
+        json!({"turns": [
+            {"reply": {"tool_calls": [{"name": "write", "arguments": {"filePath": format!("{name}.txt"), "content": name}}]}},
+            {"reply": {"tool_calls": [{"name": "bash", "arguments": {"command": format!("echo more >> {name}.txt")}}]}},
+            {"reply": {"text": "done"}}
+        ]})
+    };
+    let a = FakeLlm::start(&script("alpha"), "openai");
+    let b = FakeLlm::start(&script("beta"), "openai");
+    let env = setup(&a, true, "");
+    let spawn = |llm: &FakeLlm, prompt: &str| {
+        let mut cmd = env.command(&[
+            "run",
+            "--json",
+            "--mode",
+            "auto",
+            "--cwd",
+            env.workspace().to_str().unwrap(),
+            "--base-url",
+            &format!("{}/v1", llm.url),
+            prompt,
+        ]);
+        cmd.env("FAKE_KEY", "k")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let (pa, pb) = (spawn(&a, "alpha"), spawn(&b, "beta"));
+    for p in [pa, pb] {
+        let out = p.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let ws = env.workspace();
+    assert_eq!(
+        std::fs::read_to_string(ws.join("alpha.txt")).unwrap(),
+        "alphamore\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("beta.txt")).unwrap(),
+        "betamore\n"
+    );
+    let (code, list, _) = session_json(&env, &["list"]);
+    assert_eq!(code, 0);
+    for s in list.as_array().unwrap() {
+        let view = show(&env, s["sessionId"].as_str().unwrap());
+        let patches = view["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["parts"].as_array().unwrap())
+            .filter(|p| p["kind"] == "patch")
+            .count();
+        assert_eq!(patches, 2, "{}", s["title"]);
+    }
+}
