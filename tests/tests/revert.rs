@@ -407,3 +407,24 @@ fn two_processes_in_one_workspace_at_once() {
         assert_eq!(patches, 2, "{}", s["title"]);
     }
 }
+
+#[test]
+fn snapshot_stats_and_gc_from_the_command_line() {
+    let llm = FakeLlm::start(&busy_script(), "openai");
+    let env = setup(&llm, true, "");
+    run(&env, &["change many things"]);
+    let ws = env.workspace();
+    let (code, out, err) = env.run(&["snapshot", "stats", "--cwd", ws.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("loose objects") && out.contains("packs"),
+        "{out}"
+    );
+    let (code, out, _) = env.run(&["snapshot", "gc", "--cwd", ws.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out.trim(),
+        "removed 0 unreachable objects",
+        "everything is young or referenced"
+    );
+}

@@ -96,10 +96,13 @@ impl Agent {
         let snapshots = self.snapshots()?;
         let result = tokio::task::spawn_blocking(move || {
             let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
-            match paths {
+            let id = match paths {
                 Some(p) => s.track_paths(&p),
                 None => s.track(),
-            }
+            }?;
+            // A big first snapshot leaves many loose objects: one pack instead.
+            s.pack_if_many(revert::PACK_THRESHOLD)?;
+            Ok::<_, crate::snapshot::SnapshotError>(id)
         })
         .await;
         match result {
@@ -203,6 +206,7 @@ impl Agent {
 
     /// Runs everything waiting in the session's inbox, oldest first.
     pub async fn drive(&self, sid: &str, cancel: &CancellationToken) -> TurnOutcome {
+        self.gc_if_due();
         let mut last = TurnOutcome {
             end: TurnEnd::EndTurn,
             error: None,

@@ -4,6 +4,7 @@
 //! on, as events — when the next prompt is sent, or explicitly. `undo` stages the last user
 //! message and returns its text; `redo` clears.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -16,6 +17,13 @@ use crate::snapshot::{Patch, Snapshots};
 use crate::store::{Event, SessionView};
 
 pub type SharedSnapshots = Arc<Mutex<Snapshots>>;
+
+/// Loose objects beyond which a snapshot's new objects are packed.
+pub const PACK_THRESHOLD: usize = 1024;
+/// Unreachable snapshot objects are kept this long.
+pub const GC_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+/// Automatic collection runs at most this often.
+const GC_EVERY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 pub fn open_snapshots(config: &Config, workspace: &Path) -> Option<SharedSnapshots> {
     if !config.snapshot {
@@ -52,6 +60,66 @@ fn staged(view: &SessionView) -> Option<(String, String)> {
 }
 
 impl Agent {
+    /// Every snapshot the sessions of this workspace still refer to.
+    pub fn snapshot_roots(&self) -> Result<BTreeSet<String>, String> {
+        let project = self.workspace.display().to_string();
+        let mut roots = BTreeSet::new();
+        for summary in self.with_store(|s| s.sessions())? {
+            if summary.workspace != project {
+                continue;
+            }
+            let Some(view) = self.with_store(|s| s.session(&summary.session_id))? else {
+                continue;
+            };
+            if let Some((_, saved)) = staged(&view) {
+                roots.insert(saved);
+            }
+            for p in view.messages.iter().flat_map(|m| &m.parts) {
+                for key in ["snapshot", "from", "to"] {
+                    if let Some(id) = p.data[key].as_str() {
+                        roots.insert(id.to_string());
+                    }
+                }
+            }
+        }
+        Ok(roots)
+    }
+
+    /// Removes unreachable snapshot objects older than [`GC_AGE`]; returns how many.
+    pub fn snapshot_gc(&self) -> Result<usize, String> {
+        let snapshots = self.snapshots_or_err()?;
+        let roots = self.snapshot_roots()?;
+        let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        let removed = s.gc(&roots, GC_AGE).map_err(|e| e.to_string())?;
+        let _ = std::fs::write(s.git_dir().join("gc.stamp"), "");
+        Ok(removed)
+    }
+
+    /// Runs [`Agent::snapshot_gc`] in the background when the last run is a day old.
+    pub(super) fn gc_if_due(&self) {
+        let Some(snapshots) = self.snapshots() else {
+            return;
+        };
+        let stamp = snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .git_dir()
+            .join("gc.stamp");
+        let due = std::fs::metadata(&stamp)
+            .and_then(|m| m.modified())
+            .map(|t| t.elapsed().unwrap_or_default() >= GC_EVERY)
+            .unwrap_or(true);
+        if due {
+            match self.snapshot_gc() {
+                Ok(n) if n > 0 => {
+                    tracing::info!(removed = n, "collected unreachable snapshot objects")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("snapshot collection failed: {e}"),
+            }
+        }
+    }
+
     fn snapshots_or_err(&self) -> Result<SharedSnapshots, String> {
         if !self.config.snapshot {
             return Err("snapshots are off (`snapshot = false` in the configuration), so there is nothing to revert to".into());

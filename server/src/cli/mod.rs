@@ -33,6 +33,9 @@ pub enum Command {
     /// Inspect and maintain stored sessions.
     #[command(subcommand)]
     Session(SessionCommand),
+    /// Inspect and clean the hidden snapshot repository of a workspace.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
     /// Run one agent turn headless: stream the answer, run tools, exit.
     Run(run::RunArgs),
     /// Check the setup: configuration layers, data directory, database, provider.
@@ -43,6 +46,20 @@ pub enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// Size, loose objects and packs of the hidden repository.
+    Stats {
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+    },
+    /// Remove snapshot objects no session refers to, once they are 7 days old.
+    Gc {
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
     },
 }
 
@@ -97,6 +114,7 @@ pub async fn run(command: Command) -> i32 {
         Command::Session(cmd) => session::run(cmd),
         Command::Doctor { cwd, json } => doctor::run(cwd, json).await,
         Command::Run(args) => run::run(args).await,
+        Command::Snapshot(cmd) => session::snapshot(cmd),
     };
     match result {
         Ok(code) => code,

@@ -14,26 +14,71 @@ use crate::config::Layers;
 use crate::editor::{Headless, PermissionReply};
 use crate::store::{SessionView, Store};
 
-/// An agent for a stored session's workspace, without a model (for revert and friends).
-fn agent_for(store: Store, prefix: &str) -> anyhow::Result<(Agent, String)> {
-    let id = resolve_id(&store, prefix)?;
-    let view = store.session(&id)?.context("the session vanished")?;
-    let workspace = PathBuf::from(&view.summary.workspace);
+/// `agent-lsp snapshot stats|gc`.
+pub fn snapshot(cmd: super::SnapshotCommand) -> anyhow::Result<i32> {
+    let cwd = match &cmd {
+        super::SnapshotCommand::Stats { cwd } | super::SnapshotCommand::Gc { cwd } => cwd.clone(),
+    };
+    let cwd = match cwd {
+        Some(d) => d,
+        None => std::env::current_dir()?,
+    };
+    let workspace = crate::workspace::root_for_file(&std::fs::canonicalize(&cwd)?.join("."));
+    let agent = agent_in(Store::open_default()?, &workspace);
+    let Some(snapshots) = agent.snapshots() else {
+        eprintln!(
+            "agent-lsp: snapshots are off or unavailable for {}",
+            workspace.display()
+        );
+        return Ok(1);
+    };
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        super::SnapshotCommand::Stats { .. } => {
+            let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            let (bytes, loose, packs) = s.stats()?;
+            writeln!(
+                out,
+                "{}\n{:.1} MB, {loose} loose objects, {packs} packs",
+                s.git_dir().display(),
+                bytes as f64 / 1e6
+            )?;
+        }
+        super::SnapshotCommand::Gc { .. } => match agent.snapshot_gc() {
+            Ok(n) => writeln!(out, "removed {n} unreachable objects")?,
+            Err(e) => {
+                eprintln!("agent-lsp: {e}");
+                return Ok(1);
+            }
+        },
+    }
+    Ok(0)
+}
+
+/// An agent without a model for `workspace` (revert, undo, snapshots).
+fn agent_in(store: Store, workspace: &std::path::Path) -> Agent {
     let mut layers = Layers::default();
-    for problem in layers.load_files(Some(&workspace)) {
+    for problem in layers.load_files(Some(workspace)) {
         eprintln!("{problem}");
     }
     let editor = Arc::new(Headless {
         answer: PermissionReply::Reject { message: None },
     });
-    let agent = Agent::new(
+    Agent::new(
         Arc::new(Mutex::new(store)),
         layers.effective(),
-        &workspace,
+        workspace,
         None,
         editor,
-    );
-    Ok((agent, id))
+    )
+}
+
+/// An agent for a stored session's workspace, without a model (for revert and friends).
+fn agent_for(store: Store, prefix: &str) -> anyhow::Result<(Agent, String)> {
+    let id = resolve_id(&store, prefix)?;
+    let view = store.session(&id)?.context("the session vanished")?;
+    let workspace = PathBuf::from(&view.summary.workspace);
+    Ok((agent_in(store, &workspace), id))
 }
 
 /// Prints a revert-like result, as JSON or as text.

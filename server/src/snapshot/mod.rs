@@ -516,9 +516,84 @@ impl Snapshots {
         }
     }
 
-    /// (bytes on disk, objects) of the hidden repository.
-    pub fn stats(&self) -> Result<(u64, usize)> {
+    /// The loose objects of the hidden repository (not those reached through alternates).
+    fn loose_objects(&self) -> Vec<(Oid, PathBuf)> {
+        let mut out = Vec::new();
+        let Ok(dirs) = std::fs::read_dir(self.git_dir.join("objects")) else {
+            return out;
+        };
+        for dir in dirs.flatten() {
+            let prefix = dir.file_name().to_string_lossy().into_owned();
+            if prefix.len() != 2 || !prefix.chars().all(|c| c.is_ascii_hexdigit()) {
+                continue;
+            }
+            for file in std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let name = file.file_name().to_string_lossy().into_owned();
+                if let Ok(oid) = Oid::from_str(&format!("{prefix}{name}")) {
+                    out.push((oid, file.path()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Packs the loose objects into one pack once there are many of them (a big first
+    /// snapshot would otherwise leave one file per object).
+    pub fn pack_if_many(&self, threshold: usize) -> Result<usize> {
+        let loose = self.loose_objects();
+        if loose.len() < threshold {
+            return Ok(0);
+        }
+        let _lock = Lock::acquire(&self.git_dir)?;
+        let mut builder = self.repo.packbuilder()?;
+        for (oid, _) in &loose {
+            builder.insert_object(*oid, None)?;
+        }
+        builder.write(&self.git_dir.join("objects/pack"), 0o644)?;
+        for (_, path) in &loose {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(loose.len())
+    }
+
+    /// Removes loose objects older than `min_age` that no snapshot in `keep` (and no entry of
+    /// the hidden index) reaches. Returns how many were removed.
+    pub fn gc(&self, keep: &BTreeSet<String>, min_age: std::time::Duration) -> Result<usize> {
+        let _lock = Lock::acquire(&self.git_dir)?;
+        let mut reachable: BTreeSet<Oid> = BTreeSet::new();
+        for id in keep {
+            let Ok(tree) = self.tree(id) else { continue };
+            reachable.insert(tree.id());
+            tree.walk(git2::TreeWalkMode::PreOrder, |_, entry| {
+                reachable.insert(entry.id());
+                git2::TreeWalkResult::Ok
+            })?;
+        }
+        for entry in self.index()?.iter() {
+            reachable.insert(entry.id);
+        }
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for (oid, path) in self.loose_objects() {
+            let old = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .map(|t| now.duration_since(t).unwrap_or_default() >= min_age)
+                .unwrap_or(false);
+            if old && !reachable.contains(&oid) && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// (bytes on disk, loose objects, packs) of the hidden repository itself.
+    pub fn stats(&self) -> Result<(u64, usize, usize)> {
         let mut size = 0;
+        let mut packs = 0;
         for entry in ignore::WalkBuilder::new(&self.git_dir)
             .standard_filters(false)
             .build()
@@ -528,14 +603,12 @@ impl Snapshots {
                 && md.is_file()
             {
                 size += md.len();
+                if entry.path().extension().is_some_and(|e| e == "pack") {
+                    packs += 1;
+                }
             }
         }
-        let mut count = 0;
-        self.repo.odb()?.foreach(|_| {
-            count += 1;
-            true
-        })?;
-        Ok((size, count))
+        Ok((size, self.loose_objects().len(), packs))
     }
 }
 

@@ -326,3 +326,36 @@ fn a_stale_lock_is_taken_over_and_a_live_one_waited_for() {
     assert!(!dir.path().join("agent-lsp.lock").exists());
     Lock::acquire_within(dir.path(), std::time::Duration::from_millis(100)).unwrap();
 }
+
+#[test]
+fn many_new_objects_are_packed_and_unreachable_ones_collected() {
+    let ws = workspace(false);
+    for i in 0..300 {
+        write(&ws.root, &format!("many/f{i}.txt"), &format!("file {i}\n"));
+    }
+    let s = Snapshots::open(&ws.data, &ws.root).unwrap();
+    let first = s.track().unwrap();
+    let packed = s.pack_if_many(256).unwrap();
+    assert!(packed >= 300, "{packed}");
+    let (_, loose, packs) = s.stats().unwrap();
+    assert_eq!((loose, packs), (0, 1));
+    assert_eq!(
+        s.file_at(&first, "many/f7.txt").unwrap().unwrap(),
+        b"file 7\n",
+        "readable from the pack"
+    );
+
+    // An object no snapshot keeps is collected (age 0 for the test); kept ones stay.
+    write(&ws.root, "many/f7.txt", "changed\n");
+    let second = s.track().unwrap();
+    write(&ws.root, "many/f7.txt", "changed again\n");
+    let third = s.track().unwrap();
+    let keep: BTreeSet<String> = [first.clone(), third.clone()].into_iter().collect();
+    let removed = s.gc(&keep, std::time::Duration::ZERO).unwrap();
+    assert!(removed >= 1, "the blob and tree only `second` had");
+    assert!(s.file_at(&third, "many/f7.txt").unwrap().is_some());
+    // A fresh handle (libgit2 caches objects it has read) no longer finds `second`.
+    let fresh = Snapshots::open(&ws.data, &ws.root).unwrap();
+    assert!(fresh.tree(&second).is_err());
+    assert!(fresh.file_at(&third, "many/f7.txt").unwrap().is_some());
+}
