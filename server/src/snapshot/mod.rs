@@ -469,13 +469,16 @@ impl Snapshots {
                 earliest.entry(f.as_str()).or_insert(p.from.as_str());
             }
         }
+        let mut trees: BTreeMap<&str, git2::Tree<'_>> = BTreeMap::new();
         let mut done = Vec::new();
         for (file, from) in earliest {
             let Some(rel) = safe_relative(file) else {
                 continue;
             };
-            let tree = self.tree(from)?;
-            self.put_back(&tree, &rel)?;
+            if !trees.contains_key(from) {
+                trees.insert(from, self.tree(from)?);
+            }
+            self.put_back(&trees[from], &rel)?;
             done.push(file.to_string());
         }
         Ok(done)
