@@ -14,12 +14,23 @@ use agent_lsp::snapshot::{Patch, Snapshots};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
-        .args(["-c", "user.email=b@b", "-c", "user.name=b", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.email=b@b",
+            "-c",
+            "user.name=b",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .output()
         .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -30,7 +41,9 @@ fn time<T>(f: impl FnOnce() -> T) -> (Duration, T) {
 }
 
 fn generate(root: &Path, n: usize) {
-    let body: String = (0..40).map(|i| format!("line {i} of a generated source file\n")).collect();
+    let body: String = (0..40)
+        .map(|i| format!("line {i} of a generated source file\n"))
+        .collect();
     for i in 0..n {
         let dir = root.join(format!("d{:03}/e{:02}", i % 500, (i / 500) % 50));
         std::fs::create_dir_all(&dir).unwrap();
@@ -65,12 +78,19 @@ fn row(name: &str, ours: Duration, cli: Option<Duration>, status: Duration) {
             ms(ours) / ms(c),
             ms(ours) / ms(status)
         ),
-        None => println!("| {name} | {:.0} ms | | | {:.2} |", ms(ours), ms(ours) / ms(status)),
+        None => println!(
+            "| {name} | {:.0} ms | | | {:.2} |",
+            ms(ours),
+            ms(ours) / ms(status)
+        ),
     }
 }
 
 fn main() {
-    let n: usize = std::env::var("SNAPSHOT_BENCH_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let n: usize = std::env::var("SNAPSHOT_BENCH_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("repo");
     std::fs::create_dir_all(&root).unwrap();
@@ -82,8 +102,16 @@ fn main() {
     let (status, _) = time(|| git(&root, &["status", "--porcelain"]));
     let data = dir.path().join("data");
 
-    println!("{n} committed files, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-    println!("| operation | agent-lsp | git CLI (opencode's way) | ratio to CLI | ratio to `git status` ({:.0} ms) |", status.as_secs_f64() * 1e3);
+    println!(
+        "{n} committed files, {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    println!(
+        "| operation | agent-lsp | git CLI (opencode's way) | ratio to CLI | ratio to `git status` ({:.0} ms) |",
+        status.as_secs_f64() * 1e3
+    );
     println!("|---|---|---|---|---|");
 
     let (ours, (snap, first)) = time(|| {
@@ -104,25 +132,43 @@ fn main() {
     row("snapshot, nothing changed", ours, Some(cli), status);
 
     for i in 0..10 {
-        std::fs::write(root.join(format!("d{:03}/e00/f{i}.txt", i % 500)), format!("changed {i}\n")).unwrap();
+        std::fs::write(
+            root.join(format!("d{:03}/e00/f{i}.txt", i % 500)),
+            format!("changed {i}\n"),
+        )
+        .unwrap();
     }
     let (ours, ten) = time(|| snap.track().unwrap());
     let (cli, _) = time(|| cli_snapshot(&root, &hidden));
     row("snapshot after 10 changed files", ours, Some(cli), status);
 
     // Redo of a turn that changed those 10 files: restore `ten` after reverting them.
-    let files10: Vec<String> = (0..10).map(|i| format!("d{:03}/e00/f{i}.txt", i % 500)).collect();
-    snap.revert(&[Patch { from: first.clone(), files: files10 }]).unwrap();
+    let files10: Vec<String> = (0..10)
+        .map(|i| format!("d{:03}/e00/f{i}.txt", i % 500))
+        .collect();
+    snap.revert(&[Patch {
+        from: first.clone(),
+        files: files10,
+    }])
+    .unwrap();
     let (ours, _) = time(|| snap.restore(&ten).unwrap());
     row("redo of a turn that changed 10 files", ours, None, status);
 
     // Revert of 1,000 changed files.
-    let files: Vec<String> = (0..1000).map(|i| format!("d{:03}/e{:02}/f{i}.txt", i % 500, (i / 500) % 50)).collect();
+    let files: Vec<String> = (0..1000)
+        .map(|i| format!("d{:03}/e{:02}/f{i}.txt", i % 500, (i / 500) % 50))
+        .collect();
     for f in &files {
         std::fs::write(root.join(f), "changed by the agent\n").unwrap();
     }
     let after = snap.track().unwrap();
-    let (ours, _) = time(|| snap.revert(&[Patch { from: first.clone(), files: files.clone() }]).unwrap());
+    let (ours, _) = time(|| {
+        snap.revert(&[Patch {
+            from: first.clone(),
+            files: files.clone(),
+        }])
+        .unwrap()
+    });
     snap.restore(&after).unwrap();
     let cli_tree = cli_snapshot(&root, &hidden);
     let _ = cli_tree;
@@ -145,8 +191,16 @@ fn main() {
     });
     let plain_hidden = dir.path().join("plain-hidden.git");
     let (cli, _) = time(|| {
-        git(&plain, &["init", "-q", "--bare", plain_hidden.to_str().unwrap()]);
+        git(
+            &plain,
+            &["init", "-q", "--bare", plain_hidden.to_str().unwrap()],
+        );
         cli_snapshot(&plain, &plain_hidden)
     });
-    row(&format!("first snapshot, {n} untracked files (packed)"), ours, Some(cli), status);
+    row(
+        &format!("first snapshot, {n} untracked files (packed)"),
+        ours,
+        Some(cli),
+        status,
+    );
 }

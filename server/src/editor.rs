@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionRequest {
+    /// The session and tool call asking (filled in by the registry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
     /// The permission key (`edit`, `bash`, `external_directory`, ...).
     pub permission: String,
     pub tool: String,
@@ -86,6 +91,11 @@ pub enum BufferEdit {
 pub enum Update {
     Session {
         session_id: String,
+    },
+    UserMessage {
+        session_id: String,
+        message_id: String,
+        text: String,
     },
     Text {
         session_id: String,

@@ -325,6 +325,21 @@ impl Agent {
             });
         }
         self.append(sid, events)?;
+        if let Some(view) = self.with_store(|s| s.session(sid))?
+            && let Some(m) = view.messages.iter().find(|m| m.message_id == message_id)
+        {
+            let text = m
+                .parts
+                .iter()
+                .filter(|p| p.kind == "text")
+                .filter_map(|p| p.data["text"].as_str())
+                .collect();
+            self.editor.publish(Update::UserMessage {
+                session_id: sid.into(),
+                message_id,
+                text,
+            });
+        }
         Ok(())
     }
 
@@ -351,11 +366,13 @@ impl Agent {
 
     fn tool_context(
         &self,
+        sid: &str,
         cancel: &CancellationToken,
         todos: Vec<crate::store::Todo>,
     ) -> StoreResult<ToolContext> {
         let mut ctx = ToolContext::new(&self.workspace, &self.config, self.editor.clone());
         ctx.cancel = cancel.clone();
+        ctx.session_id = sid.to_string();
         ctx.policy.grants = self.with_store(|s| s.grants(&self.project()))?;
         *ctx.todos.lock().unwrap_or_else(|p| p.into_inner()) = todos;
         Ok(ctx)
@@ -369,7 +386,7 @@ impl Agent {
             .map(|v| v.todos)
             .unwrap_or_default();
         // The rules a turn starts with hold for its steps; mode changes apply from the next.
-        let mut ctx = match self.tool_context(cancel, todos) {
+        let mut ctx = match self.tool_context(sid, cancel, todos) {
             Ok(c) => c,
             Err(e) => return self.fail(sid, e),
         };
@@ -575,6 +592,8 @@ impl Agent {
         let n = recent.len();
         if n >= 3 && recent[n - 3..].iter().all(|c| *c == recent[n - 1]) {
             let request = PermissionRequest {
+                session_id: Some(sid.into()),
+                tool_call_id: Some(call.id.clone()),
                 permission: "doom_loop".into(),
                 tool: call.name.clone(),
                 title: format!(

@@ -182,6 +182,10 @@ impl DocumentStore {
         self.docs.get(uri)
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = (&Uri, &Document)> {
+        self.docs.iter()
+    }
+
     pub fn len(&self) -> usize {
         self.docs.len()
     }

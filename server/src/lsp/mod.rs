@@ -1,6 +1,9 @@
 //! The editor surface: LSP over stdio.
 
+pub mod bridge;
 pub mod documents;
+mod host;
+pub mod protocol;
 mod server;
 pub mod transport;
 
@@ -25,6 +28,15 @@ where
     let (service, socket) = LspService::build(move |client| Backend::new(client, flag))
         .custom_method("agent/documentText", Backend::document_text)
         .custom_method("agent/config", Backend::config)
+        .custom_method("agent/prompt", Backend::prompt)
+        .custom_method("agent/cancel", Backend::cancel)
+        .custom_method("agent/sessions", Backend::sessions)
+        .custom_method("agent/history", Backend::history)
+        .custom_method("agent/revert", Backend::revert)
+        .custom_method("agent/unrevert", Backend::unrevert)
+        .custom_method("agent/undo", Backend::undo)
+        .custom_method("agent/redo", Backend::unrevert)
+        .custom_method("agent/setMode", Backend::set_mode)
         .finish();
 
     let (to_server, server_input) = tokio::io::duplex(1 << 16);

@@ -158,6 +158,8 @@ pub struct ToolContext {
     pub webfetch_allow_hosts: Vec<String>,
     /// The id of the call being run (names its saved output).
     pub call_id: String,
+    /// The session the calls belong to.
+    pub session_id: String,
 }
 
 impl ToolContext {
@@ -178,6 +180,7 @@ impl ToolContext {
             ],
             webfetch_allow_hosts: config.webfetch_allow_hosts.clone(),
             call_id: String::new(),
+            session_id: String::new(),
         }
     }
 
@@ -420,6 +423,11 @@ impl Registry {
                     ));
                 }
                 Action::Ask => {
+                    let req = &PermissionRequest {
+                        session_id: Some(ctx.session_id.clone()).filter(|s| !s.is_empty()),
+                        tool_call_id: Some(ctx.call_id.clone()).filter(|s| !s.is_empty()),
+                        ..req.clone()
+                    };
                     let reply = tokio::select! {
                         reply = ctx.editor.ask_permission(req) => reply,
                         _ = ctx.cancel.cancelled() => PermissionReply::Reject { message: None },

@@ -1,0 +1,242 @@
+//! Runs agent sessions for the LSP server: one agent per workspace (rebuilt when the
+//! configuration changes), each session's turns on their own task, so every request answers
+//! at once and the work reports later.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::bridge::LspEditor;
+use crate::agent::Agent;
+use crate::config::Config;
+use crate::store::{Event, Store};
+
+pub struct AgentHost {
+    editor: Arc<LspEditor>,
+    store: Mutex<Option<Arc<Mutex<Store>>>>,
+    agent: Mutex<Option<(Config, PathBuf, Arc<Agent>)>>,
+    running: Mutex<HashMap<String, CancellationToken>>,
+    /// The session the user worked with last (for "undo", "cancel", "open transcript").
+    pub last_session: Mutex<Option<String>>,
+}
+
+impl AgentHost {
+    pub fn new(editor: Arc<LspEditor>) -> Arc<Self> {
+        Arc::new(Self {
+            editor,
+            store: Mutex::new(None),
+            agent: Mutex::new(None),
+            running: Mutex::new(HashMap::new()),
+            last_session: Mutex::new(None),
+        })
+    }
+
+    pub fn editor(&self) -> &Arc<LspEditor> {
+        &self.editor
+    }
+
+    /// The database, opened on first use (so starting the server stays cheap).
+    fn store(&self) -> Result<Arc<Mutex<Store>>, String> {
+        let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = slot.as_ref() {
+            return Ok(s.clone());
+        }
+        let store = Arc::new(Mutex::new(
+            Store::open_default().map_err(|e| e.to_string())?,
+        ));
+        *slot = Some(store.clone());
+        Ok(store)
+    }
+
+    /// The agent for `root` under `config` (a new one when either changed).
+    pub fn agent(&self, config: &Config, root: &Path) -> Result<Arc<Agent>, String> {
+        let mut slot = self.agent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((c, r, a)) = slot.as_ref()
+            && c == config
+            && r == root
+        {
+            return Ok(a.clone());
+        }
+        let provider = match crate::provider::from_config(config) {
+            Ok(p) => Some(Arc::from(p)),
+            Err(e) => {
+                tracing::warn!("no model: {e}");
+                None
+            }
+        };
+        let agent = Arc::new(Agent::new(
+            self.store()?,
+            config.clone(),
+            root,
+            provider,
+            self.editor.clone(),
+        ));
+        if let Err(e) = agent.recover() {
+            tracing::warn!("recovery failed: {e}");
+        }
+        *slot = Some((config.clone(), root.to_path_buf(), agent.clone()));
+        Ok(agent)
+    }
+
+    fn current(&self) -> Result<Arc<Agent>, String> {
+        self.agent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(_, _, a)| a.clone())
+            .ok_or_else(|| "no session has been started in this workspace yet".into())
+    }
+
+    /// Admits `text` (persisted) and starts the session's task if it is idle. Answers at once.
+    pub fn prompt(
+        self: &Arc<Self>,
+        config: &Config,
+        root: &Path,
+        session: Option<&str>,
+        text: &str,
+        mode: Option<&str>,
+    ) -> Result<Value, String> {
+        let agent = self.agent(config, root)?;
+        if agent.provider.is_none() {
+            return Err(crate::provider::from_config(config)
+                .err()
+                .unwrap_or_else(|| "no model provider".into()));
+        }
+        let (sid, input_id) = agent.prompt(session, text)?;
+        if let Some(mode) = mode {
+            self.set_mode(&sid, mode)?;
+        }
+        *self.last_session.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.clone());
+        self.start(agent, &sid);
+        Ok(json!({"sessionId": sid, "messageId": input_id}))
+    }
+
+    fn start(self: &Arc<Self>, agent: Arc<Agent>, sid: &str) {
+        let cancel = {
+            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            if running.contains_key(sid) {
+                return; // the running task picks the new input up from the inbox
+            }
+            let token = CancellationToken::new();
+            running.insert(sid.to_string(), token.clone());
+            token
+        };
+        let host = self.clone();
+        let sid = sid.to_string();
+        tokio::spawn(async move {
+            loop {
+                let outcome = agent.drive(&sid, &cancel).await;
+                tracing::info!(session = %sid, end = ?outcome.end, "turn ended");
+                let more = !cancel.is_cancelled()
+                    && agent
+                        .store
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .inbox(&sid)
+                        .map(|i| !i.is_empty())
+                        .unwrap_or(false);
+                if !more {
+                    break;
+                }
+            }
+            host.running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&sid);
+        });
+    }
+
+    pub fn is_running(&self, sid: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(sid)
+    }
+
+    /// Cancels a session's turn (idempotent; a no-op when idle) and rejects its pending asks.
+    pub fn cancel(&self, sid: &str) {
+        if let Some(token) = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(sid)
+        {
+            token.cancel();
+        }
+        self.editor.reject_pending(sid);
+    }
+
+    pub fn sessions(&self) -> Result<Value, String> {
+        let store = self.store()?;
+        let sessions = store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sessions()
+            .map_err(|e| e.to_string())?;
+        Ok(sessions
+            .into_iter()
+            .map(|s| {
+                let pending = self.editor.pending_asks().iter().any(|(_, r)| r.session_id.as_deref() == Some(&s.session_id));
+                let status = if pending { "waiting" } else if self.is_running(&s.session_id) { "busy" } else { "idle" };
+                json!({"sessionId": s.session_id, "title": s.title, "status": status, "updatedAt": s.updated_at, "workspace": s.workspace})
+            })
+            .collect())
+    }
+
+    /// The whole session: messages with parts, pending input and permissions, revert state.
+    pub fn history(&self, sid: &str) -> Result<Value, String> {
+        let store = self.store()?;
+        let view = store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .session(sid)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no session {sid}"))?;
+        let pending: Vec<Value> = self
+            .editor
+            .pending_asks()
+            .into_iter()
+            .filter(|(_, r)| r.session_id.as_deref() == Some(sid))
+            .map(|(id, r)| json!({"id": id, "request": r}))
+            .collect();
+        let mut v = serde_json::to_value(&view).map_err(|e| e.to_string())?;
+        v["pendingPermissions"] = Value::Array(pending);
+        v["running"] = json!(self.is_running(sid));
+        Ok(v)
+    }
+
+    pub fn set_mode(&self, sid: &str, mode: &str) -> Result<(), String> {
+        let store = self.store()?;
+        store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(Some(sid), &Event::SessionModeSet { mode: mode.into() })
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn guard_idle(&self, sid: &str) -> Result<Arc<Agent>, String> {
+        if self.is_running(sid) {
+            return Err("the session is running; cancel it before reverting".into());
+        }
+        self.current()
+    }
+
+    pub fn revert(&self, sid: &str, message_id: &str) -> Result<Value, String> {
+        let info = self.guard_idle(sid)?.revert_to(sid, message_id)?;
+        Ok(crate::agent::revert::to_json(&info))
+    }
+
+    pub fn unrevert(&self, sid: &str) -> Result<Value, String> {
+        let files = self.guard_idle(sid)?.unrevert(sid)?;
+        Ok(json!({"files": files}))
+    }
+
+    pub fn undo(&self, sid: &str) -> Result<Value, String> {
+        let info = self.guard_idle(sid)?.undo(sid)?;
+        Ok(crate::agent::revert::to_json(&info))
+    }
+}

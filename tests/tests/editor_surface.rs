@@ -1,0 +1,380 @@
+//! The editor surface through the real server: a client with every `agent/*` flag, and one
+//! that declares exactly what Helix declares (no flags, no showMessageRequest).
+
+use agent_lsp_tests::lsp_client::{LspClient, file_uri, initialize_params};
+use agent_lsp_tests::process::{FakeLlm, TestEnv};
+use serde_json::{Value, json};
+
+fn configure(env: &TestEnv, llm: &FakeLlm) {
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
+        llm.url
+    ));
+    std::fs::create_dir_all(env.workspace().join("src")).unwrap();
+    std::fs::write(
+        env.workspace().join("src/lib.rs"),
+        "pub fn answer() -> u32 {\n    41\n}\n",
+    )
+    .unwrap();
+}
+
+fn edit_script() -> Value {
+    json!({"turns": [
+        {"reply": {"text": "Fixing it.", "tool_calls": [{"name": "edit", "arguments": {
+            "filePath": "src/lib.rs", "oldString": "    41", "newString": "    42"}}]}},
+        {"expect": {"last_message_contains": "Edited src/lib.rs"}, "reply": {"text": "The answer is now 42."}}
+    ]})
+}
+
+async fn open(client: &LspClient, env: &TestEnv, text: &str) -> String {
+    let uri = file_uri(&env.workspace().join("src/lib.rs"));
+    client
+        .notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": "rust", "version": 1, "text": text}}),
+        )
+        .await;
+    uri
+}
+
+fn updates(client: &LspClient, kind: &str) -> Vec<Value> {
+    client
+        .received("agent/update")
+        .into_iter()
+        .filter(|u| u["params"]["update"]["kind"] == kind)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_client_with_every_flag_streams_approves_and_gets_the_edit_in_its_buffer() {
+    let llm = FakeLlm::start(&edit_script(), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["experimental"] =
+        json!({"agent": {"updates": true, "permissions": true, "questions": true}});
+    let init = client.initialize(params).await;
+    let commands = init["capabilities"]["executeCommandProvider"]["commands"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        commands.contains(&json!("agent.run"))
+            && commands.contains(&json!("agent.answerPermission"))
+    );
+    client.reply_to("agent/requestPermission", json!({"outcome": "once"}));
+    let uri = open(&client, &env, "pub fn answer() -> u32 {\n    41\n}\n").await;
+
+    let reply = client
+        .request(
+            "agent/prompt",
+            json!({"text": "make the answer 42", "context": {"uri": uri}}),
+        )
+        .await
+        .unwrap();
+    let sid = reply["sessionId"].as_str().unwrap().to_string();
+    assert!(reply["messageId"].is_string());
+
+    // The permission request carries the diff; the edit arrives as workspace/applyEdit.
+    let ask = client.wait_for("agent/requestPermission", |_| true).await;
+    assert_eq!(ask["params"]["permission"], "edit");
+    assert_eq!(ask["params"]["sessionId"], sid);
+    assert!(ask["params"]["diff"].as_str().unwrap().contains("+    42"));
+    let edit = client.wait_for("workspace/applyEdit", |_| true).await;
+    let change = &edit["params"]["edit"]["documentChanges"][0];
+    assert_eq!(change["textDocument"]["uri"], uri);
+    assert_eq!(change["textDocument"]["version"], 1);
+    assert_eq!(change["edits"][0]["newText"], "    42\n");
+    // The file on disk is the editor's to save.
+    assert!(
+        std::fs::read_to_string(env.workspace().join("src/lib.rs"))
+            .unwrap()
+            .contains("41")
+    );
+
+    client
+        .wait_for("agent/update", |u| {
+            u["params"]["update"]["kind"] == "status" && u["params"]["update"]["status"] == "idle"
+        })
+        .await;
+    let text: String = updates(&client, "message_chunk")
+        .iter()
+        .map(|u| u["params"]["update"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Fixing it.The answer is now 42.");
+    assert!(!updates(&client, "user_message").is_empty());
+    let tool = updates(&client, "tool_call");
+    assert_eq!(tool[0]["params"]["update"]["toolKind"], "edit");
+    let seqs: Vec<u64> = client
+        .received("agent/update")
+        .iter()
+        .map(|u| u["params"]["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "seq has no gaps: {seqs:?}"
+    );
+
+    let history = client
+        .request("agent/history", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    assert_eq!(history["messages"].as_array().unwrap().len(), 3);
+    let sessions = client.request("agent/sessions", json!({})).await.unwrap();
+    assert_eq!(sessions[0]["sessionId"], sid);
+    assert_eq!(sessions[0]["status"], "idle");
+    // Cancelling an idle session is a no-op.
+    assert_eq!(
+        client
+            .request("agent/cancel", json!({"sessionId": sid}))
+            .await
+            .unwrap(),
+        json!({})
+    );
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}
+
+#[tokio::test]
+async fn a_helix_like_client_works_through_code_actions_progress_and_messages() {
+    let llm = FakeLlm::start(&edit_script(), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut helix: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fixtures/clients/helix.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let root = file_uri(&env.workspace());
+    helix["rootUri"] = json!(root);
+    helix["workspaceFolders"] = json!([{"uri": root, "name": "ws"}]);
+    assert!(helix["capabilities"].get("experimental").is_none());
+    assert!(
+        helix["capabilities"]["window"].get("showMessage").is_none(),
+        "Helix has no showMessageRequest"
+    );
+    client.initialize(helix).await;
+    let text = "pub fn answer() -> u32 {\n    // AGENT: make the answer 42\n    41\n}\n";
+    let uri = open(&client, &env, text).await;
+
+    // The AGENT: comment offers an action; running it answers at once.
+    let actions = client
+        .request("textDocument/codeAction", json!({"textDocument": {"uri": uri},
+            "range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}}, "context": {"diagnostics": []}}))
+        .await
+        .unwrap();
+    let run = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"] == "Agent: do what the comment says")
+        .expect("the AGENT: action")
+        .clone();
+    let reply = client
+        .request("workspace/executeCommand", run["command"].clone())
+        .await
+        .unwrap();
+    let sid = reply["sessionId"].as_str().unwrap().to_string();
+
+    // The permission is announced, then offered as code actions.
+    client
+        .wait_for("window/showMessage", |m| {
+            m["params"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("asks permission")
+        })
+        .await;
+    client
+        .wait_for("$/progress", |p| p["params"]["value"]["kind"] == "begin")
+        .await;
+    let actions = client
+        .request("textDocument/codeAction", json!({"textDocument": {"uri": uri},
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}))
+        .await
+        .unwrap();
+    let titles: Vec<&str> = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    let allow = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"].as_str().unwrap().ends_with(" once"))
+        .unwrap_or_else(|| panic!("{titles:?}"));
+    assert_eq!(allow["kind"], "quickfix");
+    assert!(
+        titles.iter().any(|t| t.starts_with("Agent: deny")),
+        "{titles:?}"
+    );
+    client
+        .request("workspace/executeCommand", allow["command"].clone())
+        .await
+        .unwrap();
+
+    let edit = client.wait_for("workspace/applyEdit", |_| true).await;
+    assert_eq!(
+        edit["params"]["edit"]["documentChanges"][0]["edits"][0]["newText"],
+        "    42\n"
+    );
+    client
+        .wait_for("$/progress", |p| p["params"]["value"]["kind"] == "end")
+        .await;
+    let done = client
+        .wait_for("window/showMessage", |m| {
+            m["params"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("The answer is now 42.")
+        })
+        .await;
+    assert!(
+        done["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("transcript")
+    );
+    let reports: Vec<String> = client
+        .received("$/progress")
+        .iter()
+        .filter_map(|p| p["params"]["value"]["message"].as_str().map(String::from))
+        .collect();
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.contains("running edit src/lib.rs")),
+        "{reports:?}"
+    );
+    assert!(
+        client.received("agent/update").is_empty(),
+        "no extension notifications without the flag"
+    );
+    let transcript = env.data_dir().join("transcripts").join(format!("{sid}.md"));
+    let body = std::fs::read_to_string(&transcript).unwrap();
+    assert!(
+        body.contains("AGENT: make the answer 42") || body.contains("make the answer 42"),
+        "{body}"
+    );
+    assert!(body.contains("The answer is now 42."));
+    // The request to the model carried the instruction and the file.
+    assert!(
+        llm.requests()[0]
+            .body
+            .to_string()
+            .contains("remove that comment")
+    );
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}
+
+#[tokio::test]
+async fn cancel_while_a_permission_is_pending_rejects_it() {
+    let llm = FakeLlm::start(&edit_script(), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut helix = initialize_params(&env.workspace());
+    helix["capabilities"]["window"] = json!({"workDoneProgress": true});
+    client.initialize(helix).await;
+    let reply = client
+        .request("agent/prompt", json!({"text": "edit it"}))
+        .await
+        .unwrap();
+    let sid = reply["sessionId"].as_str().unwrap().to_string();
+    client
+        .wait_for("window/showMessage", |m| {
+            m["params"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("asks permission")
+        })
+        .await;
+    let history = client
+        .request("agent/history", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    assert_eq!(history["pendingPermissions"].as_array().unwrap().len(), 1);
+    let sessions = client.request("agent/sessions", json!({})).await.unwrap();
+    assert_eq!(sessions[0]["status"], "waiting");
+    client
+        .request("agent/cancel", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    client
+        .wait_until("the session to go idle", || {
+            let s = futures_idle(&client);
+            s.then_some(())
+        })
+        .await;
+    assert!(
+        std::fs::read_to_string(env.workspace().join("src/lib.rs"))
+            .unwrap()
+            .contains("41"),
+        "nothing written"
+    );
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}
+
+/// Whether the progress of the last turn ended (the turn is over).
+fn futures_idle(client: &LspClient) -> bool {
+    client
+        .received("$/progress")
+        .iter()
+        .any(|p| p["params"]["value"]["kind"] == "end")
+}
+
+#[tokio::test]
+async fn requests_are_answered_promptly_while_the_agent_streams() {
+    let long: String = "word ".repeat(400);
+    let llm = FakeLlm::start(
+        &json!({"chunk_delay_ms": 5, "chunk_chars": 4, "turns": [{"reply": {"text": long}}]}),
+        "openai",
+    );
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["experimental"] = json!({"agent": {"updates": true}});
+    client.initialize(params).await;
+    let uri = open(&client, &env, "fn a() {}\n").await;
+    client
+        .request("agent/prompt", json!({"text": "talk"}))
+        .await
+        .unwrap();
+    client
+        .wait_for("agent/update", |u| {
+            u["params"]["update"]["kind"] == "message_chunk"
+        })
+        .await;
+    // While it streams: a code action and a change are served at once.
+    let started = std::time::Instant::now();
+    client
+        .request("textDocument/codeAction", json!({"textDocument": {"uri": uri},
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 2}}, "context": {"diagnostics": []}}))
+        .await
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    client
+        .wait_for("agent/update", |u| {
+            u["params"]["update"]["kind"] == "status" && u["params"]["update"]["status"] == "idle"
+        })
+        .await;
+    let chunks = updates(&client, "message_chunk");
+    let text: String = chunks
+        .iter()
+        .map(|u| u["params"]["update"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, long, "the full text arrives intact, in order");
+    assert!(
+        chunks.len() < 500,
+        "{} notifications for 500 chunks: coalesced",
+        chunks.len()
+    );
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}
