@@ -135,8 +135,10 @@ impl Snapshots {
             .join("snapshot")
             .join(project_id(&worktree, user_repo.as_ref()))
             .join(hash_hex(worktree.as_os_str().as_bytes()));
-        let fresh = !git_dir.join("HEAD").exists();
         std::fs::create_dir_all(&git_dir)?;
+        // Two servers may open a new workspace at once: set-up happens under the lock.
+        let lock = Lock::acquire(&git_dir)?;
+        let fresh = !git_dir.join("HEAD").exists();
         let repo = if fresh {
             Repository::init_bare(&git_dir)?
         } else {
@@ -170,6 +172,7 @@ impl Snapshots {
                 let _ = std::fs::copy(user.path().join("index"), &hidden_index);
             }
         }
+        drop(lock);
         let repo = Repository::open_bare(&git_dir)?;
         let mut snapshots = Self {
             repo,

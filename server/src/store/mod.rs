@@ -113,6 +113,10 @@ fn now_ms() -> i64 {
 
 impl Store {
     /// Opens (creating if needed) the database at `path` and migrates it.
+    ///
+    /// Several processes may open a fresh database at the same moment; switching it to WAL
+    /// can then answer SQLITE_BUSY without consulting the busy handler, so opening is retried
+    /// for a while.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::DataDir {
@@ -120,6 +124,23 @@ impl Store {
                 source,
             })?;
         }
+        let started = std::time::Instant::now();
+        loop {
+            match Self::try_open(path) {
+                Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && started.elapsed() < Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(Duration::from_millis(10 + fastrand::u64(0..40)));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_open(path: &Path) -> Result<Self> {
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
