@@ -378,3 +378,124 @@ async fn requests_are_answered_promptly_while_the_agent_streams() {
     );
     assert_eq!(client.shutdown_and_exit().await, 0);
 }
+
+#[tokio::test]
+async fn after_a_crash_mid_turn_a_new_client_reads_the_whole_history() {
+    let long: String = "chunk ".repeat(300);
+    let llm = FakeLlm::start(
+        &json!({"chunk_delay_ms": 10, "chunk_chars": 6, "turns": [{"reply": {"text": long}}]}),
+        "openai",
+    );
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["experimental"] = json!({"agent": {"updates": true}});
+    client.initialize(params.clone()).await;
+    let sid = client
+        .request("agent/prompt", json!({"text": "talk for a while"}))
+        .await
+        .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Wait until some of the answer has been written, then the editor dies.
+    client
+        .wait_until("part of the answer to be stored", || {
+            let store = agent_lsp::store::Store::open(&env.database()).ok()?;
+            let view = store.session(&sid).ok()??;
+            let text: String = view
+                .messages
+                .iter()
+                .flat_map(|m| &m.parts)
+                .filter(|p| p.kind == "text")
+                .filter_map(|p| p.data["text"].as_str().map(String::from))
+                .collect();
+            (text.len() > 100).then_some(())
+        })
+        .await;
+    let pid = client.id().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    drop(client);
+
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    client.initialize(params).await;
+    // The first agent request of the new server recovers the log.
+    let sessions = client.request("agent/sessions", json!({})).await.unwrap();
+    assert_eq!(sessions[0]["sessionId"], sid);
+    let history = client
+        .request("agent/history", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    let messages = history["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["parts"][0]["data"]["text"], "talk for a while");
+    let answer = messages[1]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "text")
+        .unwrap();
+    assert!(
+        answer["data"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("chunk chunk")
+    );
+    assert_eq!(answer["status"], "interrupted");
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}
+
+#[tokio::test]
+async fn two_sessions_run_at_once_in_one_workspace() {
+    let llm = FakeLlm::start(
+        &json!({"chunk_delay_ms": 5, "turns": [
+        {"reply": {"text": "first answer here"}}, {"reply": {"text": "second answer here"}}]}),
+        "openai",
+    );
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["experimental"] = json!({"agent": {"updates": true}});
+    client.initialize(params).await;
+    let a = client
+        .request("agent/prompt", json!({"text": "one"}))
+        .await
+        .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b = client
+        .request("agent/prompt", json!({"text": "two"}))
+        .await
+        .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(a, b);
+    for sid in [&a, &b] {
+        client
+            .wait_for("agent/update", |u| {
+                u["params"]["sessionId"] == **sid && u["params"]["update"]["status"] == "idle"
+            })
+            .await;
+    }
+    let answers: Vec<String> = [&a, &b]
+        .iter()
+        .map(|sid| {
+            updates(&client, "message_chunk")
+                .iter()
+                .filter(|u| u["params"]["sessionId"] == ***sid)
+                .map(|u| u["params"]["update"]["text"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect();
+    let mut sorted = answers.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["first answer here", "second answer here"]);
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}

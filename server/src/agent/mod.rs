@@ -140,6 +140,17 @@ impl Agent {
     /// Marks tool calls left pending or running by a process that died as failed (never
     /// re-runs them) and sessions left busy as idle. Returns how many parts were marked.
     pub fn recover(&self) -> StoreResult<usize> {
+        // Answers cut off mid-stream are closed as interrupted; their text stays.
+        for (sid, part_id, _) in self.with_store(|s| s.parts_with_status(&["streaming"]))? {
+            self.append(
+                &sid,
+                vec![Event::PartUpdated {
+                    part_id,
+                    data: None,
+                    status: Some("interrupted".into()),
+                }],
+            )?;
+        }
         let stale = self.with_store(|s| s.parts_with_status(&["pending", "running"]))?;
         for (sid, part_id, mut data) in stale.iter().cloned() {
             data["output"] = json!("interrupted: the server stopped before this call finished");

@@ -220,10 +220,13 @@ impl Backend {
     }
 
     pub async fn sessions(&self, _params: Value) -> Result<Value> {
+        // The first look at the log after a start recovers what a crash left behind.
+        let _ = self.ensure_agent();
         self.host().sessions().map_err(Self::to_rpc)
     }
 
     pub async fn history(&self, params: SessionParams) -> Result<Value> {
+        let _ = self.ensure_agent();
         self.host()
             .history(&params.session_id)
             .map_err(Self::to_rpc)
