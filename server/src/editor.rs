@@ -151,6 +151,11 @@ pub trait EditorPort: Send + Sync {
     /// The unsaved text of `path` if the editor has it open.
     fn buffer_text(&self, path: &Path) -> Option<String>;
 
+    /// Every open buffer: (path, text). Snapshots take these instead of the disk.
+    fn open_buffers(&self) -> Vec<(PathBuf, String)> {
+        Vec::new()
+    }
+
     /// Offers the new full text of `path` to the editor's buffer.
     fn apply_to_buffer<'a>(
         &'a self,

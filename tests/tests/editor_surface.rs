@@ -499,3 +499,78 @@ async fn two_sessions_run_at_once_in_one_workspace() {
     assert_eq!(sorted, ["first answer here", "second answer here"]);
     assert_eq!(client.shutdown_and_exit().await, 0);
 }
+
+#[tokio::test]
+async fn undo_and_redo_of_an_edit_in_an_open_buffer_go_through_the_editor() {
+    let llm = FakeLlm::start(&edit_script(), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["experimental"] =
+        json!({"agent": {"updates": true, "permissions": true}});
+    client.initialize(params).await;
+    client.reply_to("agent/requestPermission", json!({"outcome": "once"}));
+    let uri = open(&client, &env, "pub fn answer() -> u32 {\n    41\n}\n").await;
+    let sid = client
+        .request("agent/prompt", json!({"text": "make it 42"}))
+        .await
+        .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    client.wait_for("workspace/applyEdit", |_| true).await;
+    // The editor applies the edit to its buffer and tells the server (unsaved).
+    client
+        .notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [{"text": "pub fn answer() -> u32 {\n    42\n}\n"}]}),
+        )
+        .await;
+    client
+        .wait_for("agent/update", |u| {
+            u["params"]["update"]["kind"] == "status" && u["params"]["update"]["status"] == "idle"
+        })
+        .await;
+
+    let undone = client
+        .request("agent/undo", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    assert_eq!(undone["text"], "make it 42");
+    assert_eq!(undone["files"], json!(["src/lib.rs"]));
+    let edits = client.received("workspace/applyEdit");
+    assert_eq!(
+        edits.len(),
+        2,
+        "the revert arrived as an edit of the open buffer"
+    );
+    let change = &edits[1]["params"]["edit"]["documentChanges"][0];
+    assert_eq!(change["textDocument"]["version"], 2);
+    assert_eq!(change["edits"][0]["newText"], "    41\n");
+    assert!(
+        std::fs::read_to_string(env.workspace().join("src/lib.rs"))
+            .unwrap()
+            .contains("41"),
+        "disk untouched"
+    );
+    client
+        .notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": 3},
+            "contentChanges": [{"text": "pub fn answer() -> u32 {\n    41\n}\n"}]}),
+        )
+        .await;
+    client
+        .request("agent/redo", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    let edits = client.received("workspace/applyEdit");
+    assert_eq!(edits.len(), 3);
+    assert_eq!(
+        edits[2]["params"]["edit"]["documentChanges"][0]["edits"][0]["newText"],
+        "    42\n"
+    );
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}

@@ -94,8 +94,10 @@ impl Agent {
     /// Tracks the work tree (all of it, or only `paths`) off the async threads.
     async fn track(&self, paths: Option<Vec<PathBuf>>) -> Option<String> {
         let snapshots = self.snapshots()?;
+        let buffers = self.editor.open_buffers();
         let result = tokio::task::spawn_blocking(move || {
-            let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            s.set_overlay(buffers);
             let id = match paths {
                 Some(p) => s.track_paths(&p),
                 None => s.track(),

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use super::Agent;
 use crate::config::Config;
-use crate::snapshot::{Patch, Snapshots};
+use crate::editor::BufferEdit;
+use crate::snapshot::{FileTarget, Patch, Snapshots};
 use crate::store::{Event, SessionView};
 
 pub type SharedSnapshots = Arc<Mutex<Snapshots>>;
@@ -133,8 +134,54 @@ impl Agent {
             .ok_or_else(|| format!("no session {sid}"))
     }
 
+    /// Carries out a plan: files open in the editor change through it (so the revert is an
+    /// undo step there too), the others on disk.
+    async fn apply_plan(
+        &self,
+        snapshots: &SharedSnapshots,
+        plan: Vec<FileTarget>,
+    ) -> Result<Vec<String>, String> {
+        let mut on_disk = Vec::new();
+        for t in &plan {
+            let path = self.workspace.join(&t.path);
+            let text = match &t.content {
+                Some((bytes, mode)) if *mode != 0o120000 => std::str::from_utf8(bytes).ok(),
+                _ => None,
+            };
+            if let Some(text) = text
+                && self.editor.buffer_text(&path).is_some()
+                && self.editor.apply_to_buffer(&path, text).await == BufferEdit::Applied
+            {
+                continue;
+            }
+            on_disk.push(t);
+        }
+        let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        for t in on_disk {
+            s.put(t).map_err(|e| e.to_string())?;
+        }
+        Ok(plan.into_iter().map(|t| t.path).collect())
+    }
+
+    /// Snapshots see the editor's unsaved buffers, as the user does.
+    fn refresh_overlay(&self, snapshots: &SharedSnapshots) {
+        let buffers = self.editor.open_buffers();
+        snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_overlay(buffers);
+    }
+
+    fn plan(
+        &self,
+        snapshots: &SharedSnapshots,
+        f: impl FnOnce(&Snapshots) -> crate::snapshot::Result<Vec<FileTarget>>,
+    ) -> Result<Vec<FileTarget>, String> {
+        f(&snapshots.lock().unwrap_or_else(|p| p.into_inner())).map_err(|e| e.to_string())
+    }
+
     /// Stages a revert to just before `message_id`. Refused while the session runs.
-    pub fn revert_to(&self, sid: &str, message_id: &str) -> Result<RevertInfo, String> {
+    pub async fn revert_to(&self, sid: &str, message_id: &str) -> Result<RevertInfo, String> {
         let snapshots = self.snapshots_or_err()?;
         let view = self.view(sid)?;
         if view.summary.status == "busy" {
@@ -147,14 +194,19 @@ impl Agent {
         else {
             return Err(format!("no message {message_id} in session {sid}"));
         };
-        let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        self.refresh_overlay(&snapshots);
         // Staging again moves the revert point: start from the state saved the first time.
         let saved = match staged(&view) {
             Some((_, saved)) => {
-                s.restore(&saved).map_err(|e| e.to_string())?;
+                let plan = self.plan(&snapshots, |s| s.restore_plan(&saved))?;
+                self.apply_plan(&snapshots, plan).await?;
                 saved
             }
-            None => s.track().map_err(|e| e.to_string())?,
+            None => snapshots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .track()
+                .map_err(|e| e.to_string())?,
         };
         let patches: Vec<Patch> = view.messages[start..]
             .iter()
@@ -171,10 +223,13 @@ impl Agent {
                 })
             })
             .collect();
-        let files = s.revert(&patches).map_err(|e| e.to_string())?;
-        let now = s.track().map_err(|e| e.to_string())?;
-        let diff = s.diff(&now, Some(&saved)).map_err(|e| e.to_string())?;
-        drop(s);
+        let plan = self.plan(&snapshots, |s| s.revert_plan(&patches))?;
+        let files = self.apply_plan(&snapshots, plan).await?;
+        let diff = {
+            let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            let now = s.track().map_err(|e| e.to_string())?;
+            s.diff(&now, Some(&saved)).map_err(|e| e.to_string())?
+        };
         self.append(
             sid,
             vec![Event::RevertStaged {
@@ -192,17 +247,15 @@ impl Agent {
     }
 
     /// Clears a staged revert: the files come back as they were before it (redo).
-    pub fn unrevert(&self, sid: &str) -> Result<Vec<String>, String> {
+    pub async fn unrevert(&self, sid: &str) -> Result<Vec<String>, String> {
         let view = self.view(sid)?;
         let Some((_, saved)) = staged(&view) else {
             return Err("nothing to redo: no revert is staged in this session".into());
         };
         let snapshots = self.snapshots_or_err()?;
-        let files = snapshots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .restore(&saved)
-            .map_err(|e| e.to_string())?;
+        self.refresh_overlay(&snapshots);
+        let plan = self.plan(&snapshots, |s| s.restore_plan(&saved))?;
+        let files = self.apply_plan(&snapshots, plan).await?;
         self.append(sid, vec![Event::RevertCleared])?;
         Ok(files)
     }
@@ -227,7 +280,7 @@ impl Agent {
 
     /// Stages the last user message (before any staged revert point) and returns its text,
     /// so an editor can put it back in the input box.
-    pub fn undo(&self, sid: &str) -> Result<RevertInfo, String> {
+    pub async fn undo(&self, sid: &str) -> Result<RevertInfo, String> {
         let view = self.view(sid)?;
         let limit = staged(&view)
             .and_then(|(id, _)| view.messages.iter().position(|m| m.message_id == id))
@@ -245,14 +298,9 @@ impl Agent {
             .filter(|p| p.kind == "text")
             .filter_map(|p| p.data["text"].as_str())
             .collect();
-        let mut info = self.revert_to(sid, &message.message_id.clone())?;
+        let mut info = self.revert_to(sid, &message.message_id.clone()).await?;
         info.text = Some(text);
         Ok(info)
-    }
-
-    /// The reverse of `undo`.
-    pub fn redo(&self, sid: &str) -> Result<Vec<String>, String> {
-        self.unrevert(sid)
     }
 }
 

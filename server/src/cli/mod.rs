@@ -111,7 +111,7 @@ pub enum SessionCommand {
 pub async fn run(command: Command) -> i32 {
     let result = match command {
         Command::Lsp => unreachable!("main serves LSP itself"),
-        Command::Session(cmd) => session::run(cmd),
+        Command::Session(cmd) => session::run(cmd).await,
         Command::Doctor { cwd, json } => doctor::run(cwd, json).await,
         Command::Run(args) => run::run(args).await,
         Command::Snapshot(cmd) => session::snapshot(cmd),

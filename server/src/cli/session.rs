@@ -101,18 +101,18 @@ fn files_text(verb: &str, files: &[String]) -> String {
     }
 }
 
-pub fn run(cmd: SessionCommand) -> anyhow::Result<i32> {
+pub async fn run(cmd: SessionCommand) -> anyhow::Result<i32> {
     let store = Store::open_default().context("cannot open the database")?;
     match cmd {
         SessionCommand::Revert { .. }
         | SessionCommand::Unrevert { .. }
         | SessionCommand::Undo { .. }
-        | SessionCommand::Redo { .. } => revert_command(store, cmd),
+        | SessionCommand::Redo { .. } => revert_command(store, cmd).await,
         _ => read_command(store, cmd),
     }
 }
 
-fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32> {
+async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32> {
     let fail = |e: String| -> anyhow::Result<i32> {
         eprintln!("agent-lsp: {e}");
         Ok(1)
@@ -124,14 +124,14 @@ fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32> {
             json,
         } => {
             let (agent, sid) = agent_for(store, &id)?;
-            match agent.revert_to(&sid, &message_id) {
+            match agent.revert_to(&sid, &message_id).await {
                 Ok(info) => report(json, to_json(&info), files_text("reverted", &info.files)),
                 Err(e) => fail(e),
             }
         }
         SessionCommand::Undo { id, json } => {
             let (agent, sid) = agent_for(store, &id)?;
-            match agent.undo(&sid) {
+            match agent.undo(&sid).await {
                 Ok(info) => {
                     let text = format!(
                         "{}\nundone prompt: {}",
@@ -145,7 +145,7 @@ fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32> {
         }
         SessionCommand::Unrevert { id, json } | SessionCommand::Redo { id, json } => {
             let (agent, sid) = agent_for(store, &id)?;
-            match agent.unrevert(&sid) {
+            match agent.unrevert(&sid).await {
                 Ok(files) => report(
                     json,
                     serde_json::json!({"files": files}),

@@ -35,6 +35,8 @@ pub trait Buffers: Send + Sync {
     fn open_document(&self, path: &Path) -> Option<(Uri, Document)>;
     fn encoding(&self) -> PositionEncoding;
     fn caps(&self) -> ClientCaps;
+    /// Every open document with a file path: (path, text).
+    fn all_open(&self) -> Vec<(PathBuf, String)>;
 }
 
 pub struct LspEditor {
@@ -189,6 +191,10 @@ impl EditorPort for LspEditor {
             .map(|(_, d)| d.text.to_string())
     }
 
+    fn open_buffers(&self) -> Vec<(PathBuf, String)> {
+        self.buffers.all_open()
+    }
+
     fn apply_to_buffer<'a>(
         &'a self,
         path: &'a Path,
@@ -220,7 +226,20 @@ impl EditorPort for LspEditor {
                 }
             };
             match self.client.apply_edit(edit).await {
-                Ok(r) if r.applied => BufferEdit::Applied,
+                Ok(r) if r.applied => {
+                    // The editor reports the change with didChange (some clients just after
+                    // answering): wait for it, so what the agent reads next — and the
+                    // snapshot after the step — sees the new text.
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+                    while tokio::time::Instant::now() < deadline {
+                        match self.buffers.open_document(path) {
+                            Some((_, d)) if d.version != doc.version || d.text == new_text => break,
+                            None => break,
+                            _ => tokio::time::sleep(Duration::from_millis(5)).await,
+                        }
+                    }
+                    BufferEdit::Applied
+                }
                 Ok(r) => BufferEdit::Rejected(
                     r.failure_reason
                         .unwrap_or_else(|| "the editor declined the edit".into()),

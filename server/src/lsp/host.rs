@@ -218,25 +218,24 @@ impl AgentHost {
             .map_err(|e| e.to_string())
     }
 
-    fn guard_idle(&self, sid: &str) -> Result<Arc<Agent>, String> {
-        if self.is_running(sid) {
-            return Err("the session is running; cancel it before reverting".into());
-        }
+    /// The agent, for revert and friends; the agent itself refuses while the session's
+    /// stored status is busy (the task may still be winding down after its last turn).
+    fn guard_idle(&self, _sid: &str) -> Result<Arc<Agent>, String> {
         self.current()
     }
 
-    pub fn revert(&self, sid: &str, message_id: &str) -> Result<Value, String> {
-        let info = self.guard_idle(sid)?.revert_to(sid, message_id)?;
+    pub async fn revert(&self, sid: &str, message_id: &str) -> Result<Value, String> {
+        let info = self.guard_idle(sid)?.revert_to(sid, message_id).await?;
         Ok(crate::agent::revert::to_json(&info))
     }
 
-    pub fn unrevert(&self, sid: &str) -> Result<Value, String> {
-        let files = self.guard_idle(sid)?.unrevert(sid)?;
+    pub async fn unrevert(&self, sid: &str) -> Result<Value, String> {
+        let files = self.guard_idle(sid)?.unrevert(sid).await?;
         Ok(json!({"files": files}))
     }
 
-    pub fn undo(&self, sid: &str) -> Result<Value, String> {
-        let info = self.guard_idle(sid)?.undo(sid)?;
+    pub async fn undo(&self, sid: &str) -> Result<Value, String> {
+        let info = self.guard_idle(sid)?.undo(sid).await?;
         Ok(crate::agent::revert::to_json(&info))
     }
 }

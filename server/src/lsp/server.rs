@@ -57,6 +57,15 @@ impl Buffers for SharedState {
     fn caps(&self) -> ClientCaps {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).caps
     }
+
+    fn all_open(&self) -> Vec<(PathBuf, String)> {
+        let state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        state
+            .documents
+            .iter()
+            .filter_map(|(uri, doc)| Some((uri_path(uri)?, doc.text.to_string())))
+            .collect()
+    }
 }
 
 pub struct Backend {
@@ -245,6 +254,7 @@ impl Backend {
         self.ensure_agent()?;
         self.host()
             .revert(&params.session_id, &params.message_id)
+            .await
             .map_err(Self::to_rpc)
     }
 
@@ -252,12 +262,16 @@ impl Backend {
         self.ensure_agent()?;
         self.host()
             .unrevert(&params.session_id)
+            .await
             .map_err(Self::to_rpc)
     }
 
     pub async fn undo(&self, params: SessionParams) -> Result<Value> {
         self.ensure_agent()?;
-        self.host().undo(&params.session_id).map_err(Self::to_rpc)
+        self.host()
+            .undo(&params.session_id)
+            .await
+            .map_err(Self::to_rpc)
     }
 
     pub async fn set_mode(&self, params: SetModeParams) -> Result<Value> {
@@ -665,6 +679,7 @@ impl LanguageServer for Backend {
                 self.ensure_agent()?;
                 self.host()
                     .undo(&sid().ok_or_else(missing)?)
+                    .await
                     .map(Some)
                     .map_err(Self::to_rpc)
             }
@@ -672,6 +687,7 @@ impl LanguageServer for Backend {
                 self.ensure_agent()?;
                 self.host()
                     .unrevert(&sid().ok_or_else(missing)?)
+                    .await
                     .map(Some)
                     .map_err(Self::to_rpc)
             }

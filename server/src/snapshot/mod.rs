@@ -45,6 +45,13 @@ pub struct FileChange {
     pub binary: bool,
 }
 
+/// What one file should become: its bytes and git file mode, or `None` to delete it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileTarget {
+    pub path: String,
+    pub content: Option<(Vec<u8>, u32)>,
+}
+
 /// A step's change set: the snapshot before it and the files it changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Patch {
@@ -59,6 +66,9 @@ pub struct Snapshots {
     max_untracked: u64,
     /// Directories never entered: submodules (gitlinks in the index).
     gitlinks: BTreeSet<Vec<u8>>,
+    /// Unsaved editor buffers (relative path → text): what the user sees is what a snapshot
+    /// holds, although the disk is behind.
+    overlay: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 fn hash_hex(bytes: &[u8]) -> String {
@@ -180,6 +190,7 @@ impl Snapshots {
             worktree,
             max_untracked: MAX_UNTRACKED_BYTES,
             gitlinks: BTreeSet::new(),
+            overlay: BTreeMap::new(),
         };
         if let Ok(index) = snapshots.index() {
             snapshots.gitlinks = index
@@ -197,6 +208,22 @@ impl Snapshots {
 
     pub fn worktree(&self) -> &Path {
         &self.worktree
+    }
+
+    /// Sets the unsaved buffers the next snapshots take instead of the disk.
+    pub fn set_overlay(&mut self, buffers: Vec<(PathBuf, String)>) {
+        self.overlay = buffers
+            .into_iter()
+            .filter_map(|(p, text)| {
+                let rel = p
+                    .strip_prefix(&self.worktree)
+                    .ok()?
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec();
+                Some((rel, text.into_bytes()))
+            })
+            .collect();
     }
 
     pub fn set_max_untracked(&mut self, bytes: u64) {
@@ -305,6 +332,28 @@ impl Snapshots {
         for (rel, md) in files {
             let path = Path::new(std::ffi::OsStr::from_bytes(rel));
             let mode = entry_mode(md);
+            if let Some(text) = self.overlay.get(rel)
+                && md.is_file()
+            {
+                // An unsaved buffer: its text, with no stat data, so that the next snapshot
+                // looks at the file again.
+                let id = odb.write(ObjectType::Blob, text)?;
+                index.add(&IndexEntry {
+                    ctime: IndexTime::new(0, 0),
+                    mtime: IndexTime::new(0, 0),
+                    dev: 0,
+                    ino: 0,
+                    mode,
+                    uid: 0,
+                    gid: 0,
+                    file_size: text.len() as u32,
+                    id,
+                    flags: (rel.len().min(0xfff)) as u16,
+                    flags_extended: 0,
+                    path: rel.to_vec(),
+                })?;
+                continue;
+            }
             let existing = index.get_path(path, 0);
             // "Racily clean": modified in the same instant the index was written.
             let racy = index_written.is_some_and(|t| md.modified().map(|m| m >= t).unwrap_or(true));
@@ -416,33 +465,46 @@ impl Snapshots {
         Ok(out)
     }
 
-    /// Puts `path` back as it is in `tree` (deleting it if the tree lacks it). Returns
-    /// whether anything was written.
-    fn put_back(&self, tree: &git2::Tree<'_>, path: &Path) -> Result<()> {
-        let target = self.worktree.join(path);
-        match tree.get_path(path) {
-            Ok(entry) => {
-                let blob = self.repo.find_blob(entry.id())?;
+    /// What `path` should become to match `tree`: its content and mode, or deletion.
+    fn target(&self, tree: &git2::Tree<'_>, path: &Path) -> Result<FileTarget> {
+        let content = match tree.get_path(path) {
+            Ok(entry) => Some((
+                self.repo.find_blob(entry.id())?.content().to_vec(),
+                entry.filemode() as u32,
+            )),
+            Err(_) => None,
+        };
+        Ok(FileTarget {
+            path: path.to_string_lossy().into_owned(),
+            content,
+        })
+    }
+
+    /// Writes one planned file to disk (creating folders; deleting the file, and folders left
+    /// empty, when the target has no content). Symlinks are made as symlinks.
+    pub fn put(&self, t: &FileTarget) -> Result<()> {
+        let Some(rel) = safe_relative(&t.path) else {
+            return Err(SnapshotError::Other(format!(
+                "refusing to write outside the work tree: {}",
+                t.path
+            )));
+        };
+        let target = self.worktree.join(&rel);
+        match &t.content {
+            Some((bytes, mode)) => {
                 if let Some(parent) = target.parent() {
                     std::fs::create_dir_all(parent)?;
                 }
                 let _ = std::fs::remove_file(&target);
-                if entry.filemode() == 0o120000 {
-                    std::os::unix::fs::symlink(
-                        std::ffi::OsStr::from_bytes(blob.content()),
-                        &target,
-                    )?;
+                if *mode == 0o120000 {
+                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(bytes), &target)?;
                 } else {
-                    std::fs::write(&target, blob.content())?;
-                    let mode = if entry.filemode() == 0o100755 {
-                        0o755
-                    } else {
-                        0o644
-                    };
-                    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
+                    std::fs::write(&target, bytes)?;
+                    let bits = if *mode == 0o100755 { 0o755 } else { 0o644 };
+                    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(bits))?;
                 }
             }
-            Err(_) => {
+            None => {
                 match std::fs::remove_file(&target) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -461,11 +523,10 @@ impl Snapshots {
         Ok(())
     }
 
-    /// Reverts the files of `patches`: each back to its content in the earliest snapshot
-    /// that lists it, or deleted if it did not exist then. Files no patch lists are never
-    /// touched. Returns the files reverted.
-    pub fn revert(&self, patches: &[Patch]) -> Result<Vec<String>> {
-        let _lock = Lock::acquire(&self.git_dir)?;
+    /// What reverting `patches` means: each file back to its content in the earliest
+    /// snapshot that lists it, or deleted if it did not exist then. Files no patch lists are
+    /// not in the plan, so they are never touched.
+    pub fn revert_plan(&self, patches: &[Patch]) -> Result<Vec<FileTarget>> {
         let mut earliest: BTreeMap<&str, &str> = BTreeMap::new();
         for p in patches {
             for f in &p.files {
@@ -473,7 +534,7 @@ impl Snapshots {
             }
         }
         let mut trees: BTreeMap<&str, git2::Tree<'_>> = BTreeMap::new();
-        let mut done = Vec::new();
+        let mut plan = Vec::new();
         for (file, from) in earliest {
             let Some(rel) = safe_relative(file) else {
                 continue;
@@ -481,36 +542,46 @@ impl Snapshots {
             if !trees.contains_key(from) {
                 trees.insert(from, self.tree(from)?);
             }
-            self.put_back(&trees[from], &rel)?;
-            done.push(file.to_string());
+            plan.push(self.target(&trees[from], &rel)?);
         }
-        Ok(done)
+        Ok(plan)
+    }
+
+    /// What bringing the work tree to snapshot `id` means: only the files that differ.
+    pub fn restore_plan(&self, id: &str) -> Result<Vec<FileTarget>> {
+        let now = self.track()?;
+        let (a, b) = (self.tree(&now)?, self.tree(id)?);
+        let diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
+        let paths: Vec<PathBuf> = diff
+            .deltas()
+            .filter_map(|d| {
+                d.new_file()
+                    .path()
+                    .or_else(|| d.old_file().path())
+                    .map(Path::to_path_buf)
+            })
+            .collect();
+        paths.iter().map(|p| self.target(&b, p)).collect()
+    }
+
+    fn apply(&self, plan: &[FileTarget]) -> Result<Vec<String>> {
+        let _lock = Lock::acquire(&self.git_dir)?;
+        for t in plan {
+            self.put(t)?;
+        }
+        Ok(plan.iter().map(|t| t.path.clone()).collect())
+    }
+
+    /// Reverts the files of `patches` on disk (see [`Snapshots::revert_plan`]).
+    pub fn revert(&self, patches: &[Patch]) -> Result<Vec<String>> {
+        let plan = self.revert_plan(patches)?;
+        self.apply(&plan)
     }
 
     /// Brings the work tree to snapshot `id`, touching only the files that differ.
     pub fn restore(&self, id: &str) -> Result<Vec<String>> {
-        let now = self.track()?;
-        let _lock = Lock::acquire(&self.git_dir)?;
-        let changes = {
-            let (a, b) = (self.tree(&now)?, self.tree(id)?);
-            let diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
-            diff.deltas()
-                .filter_map(|d| {
-                    d.new_file()
-                        .path()
-                        .or_else(|| d.old_file().path())
-                        .map(Path::to_path_buf)
-                })
-                .collect::<Vec<_>>()
-        };
-        let target = self.tree(id)?;
-        for path in &changes {
-            self.put_back(&target, path)?;
-        }
-        Ok(changes
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect())
+        let plan = self.restore_plan(id)?;
+        self.apply(&plan)
     }
 
     /// The content of `path` in snapshot `id`, if it exists there.

@@ -359,3 +359,27 @@ fn many_new_objects_are_packed_and_unreachable_ones_collected() {
     assert!(fresh.tree(&second).is_err());
     assert!(fresh.file_at(&third, "many/f7.txt").unwrap().is_some());
 }
+
+#[test]
+fn unsaved_buffers_are_snapshotted_instead_of_the_disk() {
+    let ws = workspace(false);
+    let mut s = Snapshots::open(&ws.data, &ws.root).unwrap();
+    let disk = s.track().unwrap();
+    s.set_overlay(vec![(ws.root.join("src/lib.rs"), "unsaved\n".into())]);
+    let buffered = s.track().unwrap();
+    assert_ne!(disk, buffered);
+    assert_eq!(
+        s.file_at(&buffered, "src/lib.rs").unwrap().unwrap(),
+        b"unsaved\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("src/lib.rs")).unwrap(),
+        "pub fn a() {}\n"
+    );
+    s.set_overlay(Vec::new());
+    assert_eq!(
+        s.track().unwrap(),
+        disk,
+        "without the buffer, the disk again"
+    );
+}
