@@ -343,6 +343,8 @@ struct Stream {
     /// Fallback: the work-done progress of the running turn, and the turn's answer text.
     progress: Option<ProgressToken>,
     answer: String,
+    /// Transcript text not yet appended to the file (written with each flush).
+    transcript: String,
 }
 
 struct Coalescer {
@@ -398,18 +400,34 @@ impl Coalescer {
     }
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Update>) {
+        // Chunks wait at most COALESCE after the first of a batch, however fast they come.
+        let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             let waiting = self.streams.values().any(|s| s.chunk.is_some());
-            let next = if waiting {
-                match tokio::time::timeout(COALESCE, rx.recv()).await {
+            if waiting && deadline.is_none() {
+                deadline = Some(tokio::time::Instant::now() + COALESCE);
+            }
+            // A backlog never postpones a flush that is due.
+            if let Some(at) = deadline.filter(|_| waiting)
+                && tokio::time::Instant::now() >= at
+            {
+                self.flush_all().await;
+                deadline = None;
+                continue;
+            }
+            let next = match deadline.filter(|_| waiting) {
+                Some(at) => match tokio::time::timeout_at(at, rx.recv()).await {
                     Ok(u) => u,
                     Err(_) => {
                         self.flush_all().await;
+                        deadline = None;
                         continue;
                     }
+                },
+                None => {
+                    deadline = None;
+                    rx.recv().await
                 }
-            } else {
-                rx.recv().await
             };
             let Some(update) = next else { break };
             self.handle(update).await;
@@ -448,8 +466,24 @@ impl Coalescer {
         self.client.send_notification::<AgentUpdate>(params).await;
     }
 
-    fn transcript(&self, sid: &str, text: &str) {
+    fn transcript(&mut self, sid: &str, text: &str) {
+        self.streams
+            .entry(sid.to_string())
+            .or_default()
+            .transcript
+            .push_str(text);
+    }
+
+    /// Appends what the transcript of `sid` has gathered to its file.
+    fn write_transcript(&mut self, sid: &str) {
         use std::io::Write as _;
+        let Some(stream) = self.streams.get_mut(sid) else {
+            return;
+        };
+        if stream.transcript.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut stream.transcript);
         let path = self.transcripts.join(format!("{sid}.md"));
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
