@@ -443,6 +443,7 @@ impl Coalescer {
     }
 
     async fn flush(&mut self, sid: &str) {
+        self.write_transcript(sid);
         let Some(stream) = self.streams.get_mut(sid) else {
             return;
         };
