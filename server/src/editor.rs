@@ -136,6 +136,17 @@ pub enum Update {
         session_id: String,
         message: String,
     },
+    /// The session's todo list changed.
+    Plan {
+        session_id: String,
+        todos: Vec<crate::store::Todo>,
+    },
+    /// Files were reverted (or brought back) in the session.
+    Revert {
+        session_id: String,
+        message_id: Option<String>,
+        files: Vec<String>,
+    },
     Usage {
         session_id: String,
         input_tokens: u64,

@@ -270,6 +270,35 @@ async fn a_helix_like_client_works_through_code_actions_progress_and_messages() 
             .to_string()
             .contains("remove that comment")
     );
+
+    // Undo through the code action: the editor applied the edit, and the revert comes back
+    // as another edit of the open buffer.
+    client
+        .notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [{"text": "pub fn answer() -> u32 {\n    // AGENT: make the answer 42\n    42\n}\n"}]}))
+        .await;
+    let actions = client
+        .request("textDocument/codeAction", json!({"textDocument": {"uri": uri},
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}))
+        .await
+        .unwrap();
+    let undo = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"] == "Agent: undo last change")
+        .expect("undo offered")
+        .clone();
+    let undone = client
+        .request("workspace/executeCommand", undo["command"].clone())
+        .await
+        .unwrap();
+    assert_eq!(undone["files"], json!(["src/lib.rs"]));
+    let edits = client.received("workspace/applyEdit");
+    assert_eq!(
+        edits.last().unwrap()["params"]["edit"]["documentChanges"][0]["edits"][0]["newText"],
+        "    41\n"
+    );
     assert_eq!(client.shutdown_and_exit().await, 0);
 }
 
@@ -572,5 +601,93 @@ async fn undo_and_redo_of_an_edit_in_an_open_buffer_go_through_the_editor() {
         edits[2]["params"]["edit"]["documentChanges"][0]["edits"][0]["newText"],
         "    42\n"
     );
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}
+
+fn ask_script() -> Value {
+    json!({"turns": [
+        {"reply": {"tool_calls": [
+            {"name": "question", "arguments": {"questions": [{"question": "Which greeting?", "header": "Greeting",
+                "options": [{"label": "hello", "description": ""}, {"label": "hi", "description": ""}]}]}},
+            {"name": "todowrite", "arguments": {"todos": [{"content": "greet", "status": "in_progress"}]}},
+            {"name": "bash", "arguments": {"command": "echo asked"}}
+        ]}},
+        {"expect": {"request_contains": "A: hi"}, "reply": {"text": "Greeting chosen."}}
+    ]})
+}
+
+#[tokio::test]
+async fn questions_and_plans_with_the_flags() {
+    let llm = FakeLlm::start(&ask_script(), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["experimental"] =
+        json!({"agent": {"updates": true, "permissions": true, "questions": true}});
+    client.initialize(params).await;
+    client.reply_to("agent/question", json!({"answers": [["hi"]]}));
+    client.reply_to("agent/requestPermission", json!({"outcome": "always"}));
+    client
+        .request("agent/prompt", json!({"text": "greet"}))
+        .await
+        .unwrap();
+    client
+        .wait_for("agent/update", |u| {
+            u["params"]["update"]["status"] == "idle"
+        })
+        .await;
+    let q = client.received("agent/question");
+    assert_eq!(
+        q[0]["params"]["questions"][0]["question"],
+        "Which greeting?"
+    );
+    let plan = updates(&client, "plan");
+    assert_eq!(plan[0]["params"]["update"]["todos"][0]["content"], "greet");
+    assert!(
+        llm.requests().iter().all(|r| r.error.is_none()),
+        "{:?}",
+        llm.requests()
+    );
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}
+
+#[tokio::test]
+async fn show_message_request_carries_permissions_and_questions_without_the_flags() {
+    let llm = FakeLlm::start(&ask_script(), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["window"] = json!({"showMessage": {"messageActionItem": {"additionalPropertiesSupport": false}}, "workDoneProgress": true});
+    client.initialize(params).await;
+    // The test client answers every showMessageRequest with "hi"; then with "Allow once".
+    client.reply_to("window/showMessageRequest", json!({"title": "hi"}));
+    client
+        .request("agent/prompt", json!({"text": "greet"}))
+        .await
+        .unwrap();
+    client
+        .wait_for("window/showMessageRequest", |m| {
+            m["params"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("echo asked")
+        })
+        .await;
+    // "hi" is no permission answer: the bash call was refused, and the turn stopped there.
+    client
+        .wait_for("$/progress", |p| p["params"]["value"]["kind"] == "end")
+        .await;
+    let asks = client.received("window/showMessageRequest");
+    assert_eq!(asks[0]["params"]["message"], "Which greeting?");
+    assert_eq!(asks[0]["params"]["actions"][1]["title"], "hi");
+    let titles: Vec<&str> = asks[1]["params"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Allow once", "Always allow", "Deny"]);
     assert_eq!(client.shutdown_and_exit().await, 0);
 }

@@ -700,6 +700,10 @@ impl Agent {
                 .push((permission.clone(), pattern.clone()));
         }
         if let Some(todos) = &result.todos {
+            self.editor.publish(Update::Plan {
+                session_id: sid.into(),
+                todos: todos.clone(),
+            });
             events.push(Event::TodosReplaced {
                 todos: todos.clone(),
             });

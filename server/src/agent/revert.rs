@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::Agent;
 use crate::config::Config;
-use crate::editor::BufferEdit;
+use crate::editor::{BufferEdit, Update};
 use crate::snapshot::{FileTarget, Patch, Snapshots};
 use crate::store::{Event, SessionView};
 
@@ -257,6 +257,11 @@ impl Agent {
         let plan = self.plan(&snapshots, |s| s.restore_plan(&saved))?;
         let files = self.apply_plan(&snapshots, plan).await?;
         self.append(sid, vec![Event::RevertCleared])?;
+        self.editor.publish(Update::Revert {
+            session_id: sid.into(),
+            message_id: None,
+            files: files.clone(),
+        });
         Ok(files)
     }
 

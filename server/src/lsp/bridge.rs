@@ -35,8 +35,8 @@ pub trait Buffers: Send + Sync {
     fn open_document(&self, path: &Path) -> Option<(Uri, Document)>;
     fn encoding(&self) -> PositionEncoding;
     fn caps(&self) -> ClientCaps;
-    /// Every open document with a file path: (path, text).
-    fn all_open(&self) -> Vec<(PathBuf, String)>;
+    /// Every open document with a file path.
+    fn all_open(&self) -> Vec<(PathBuf, Document)>;
 }
 
 pub struct LspEditor {
@@ -45,6 +45,10 @@ pub struct LspEditor {
     pub pending: Arc<Mutex<BTreeMap<u64, PendingAsk>>>,
     next_ask: std::sync::atomic::AtomicU64,
     updates: mpsc::UnboundedSender<Update>,
+    /// Edits the editor accepted but has not reported back with didChange yet: the text they
+    /// produce, keyed by path, with the version it applies to. Reads and snapshots use it
+    /// until the document's version moves on.
+    expected: Mutex<HashMap<PathBuf, (i32, String)>>,
 }
 
 pub fn file_uri(path: &Path) -> Option<Uri> {
@@ -95,9 +99,24 @@ impl LspEditor {
             pending: Arc::default(),
             next_ask: Default::default(),
             updates: tx,
+            expected: Mutex::new(HashMap::new()),
         });
         tokio::spawn(Coalescer::new(client, buffers, transcripts).run(rx));
         editor
+    }
+
+    /// The text of an open document as the agent should see it (an accepted edit the editor
+    /// has not reported yet included).
+    fn current_text(&self, path: &Path, doc: &Document) -> String {
+        match self
+            .expected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(path)
+        {
+            Some((version, text)) if *version == doc.version => text.clone(),
+            _ => doc.text.to_string(),
+        }
     }
 
     /// Answers a pending ask (from the code action `agent.answerPermission`).
@@ -188,11 +207,18 @@ impl EditorPort for LspEditor {
     fn buffer_text(&self, path: &Path) -> Option<String> {
         self.buffers
             .open_document(path)
-            .map(|(_, d)| d.text.to_string())
+            .map(|(_, d)| self.current_text(path, &d))
     }
 
     fn open_buffers(&self) -> Vec<(PathBuf, String)> {
-        self.buffers.all_open()
+        self.buffers
+            .all_open()
+            .into_iter()
+            .map(|(path, doc)| {
+                let text = self.current_text(&path, &doc);
+                (path, text)
+            })
+            .collect()
     }
 
     fn apply_to_buffer<'a>(
@@ -205,6 +231,8 @@ impl EditorPort for LspEditor {
                 return BufferEdit::NotOpen;
             };
             let edits = text_edits(&doc, new_text, self.buffers.encoding());
+            // (Edits are computed against the editor's copy: an accepted but unreported
+            // edit is refused by the version check rather than applied twice.)
             if edits.is_empty() {
                 return BufferEdit::Applied;
             }
@@ -230,13 +258,23 @@ impl EditorPort for LspEditor {
                     // The editor reports the change with didChange (some clients just after
                     // answering): wait for it, so what the agent reads next — and the
                     // snapshot after the step — sees the new text.
-                    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+                    let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+                    let mut reported = false;
                     while tokio::time::Instant::now() < deadline {
                         match self.buffers.open_document(path) {
-                            Some((_, d)) if d.version != doc.version || d.text == new_text => break,
+                            Some((_, d)) if d.version != doc.version || d.text == new_text => {
+                                reported = true;
+                                break;
+                            }
                             None => break,
                             _ => tokio::time::sleep(Duration::from_millis(5)).await,
                         }
+                    }
+                    let mut expected = self.expected.lock().unwrap_or_else(|p| p.into_inner());
+                    if reported {
+                        expected.remove(path);
+                    } else {
+                        expected.insert(path.to_path_buf(), (doc.version, new_text.to_string()));
                     }
                     BufferEdit::Applied
                 }
@@ -365,6 +403,8 @@ fn session_of(u: &Update) -> &str {
         | Update::Status { session_id, .. }
         | Update::Retry { session_id, .. }
         | Update::Error { session_id, .. }
+        | Update::Plan { session_id, .. }
+        | Update::Revert { session_id, .. }
         | Update::Usage { session_id, .. } => session_id,
     }
 }
@@ -645,6 +685,19 @@ impl Coalescer {
                 ..
             } => {
                 self.send(&sid, json!({"kind": "retry", "attempt": attempt, "waitMs": wait_ms, "reason": reason})).await;
+            }
+            Update::Plan { todos, .. } => {
+                self.send(&sid, json!({"kind": "plan", "todos": todos}))
+                    .await;
+            }
+            Update::Revert {
+                message_id, files, ..
+            } => {
+                self.send(
+                    &sid,
+                    json!({"kind": "revert", "messageId": message_id, "files": files}),
+                )
+                .await;
             }
             Update::Session { .. } | Update::Text { .. } | Update::Reasoning { .. } => {}
         }

@@ -58,12 +58,12 @@ impl Buffers for SharedState {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).caps
     }
 
-    fn all_open(&self) -> Vec<(PathBuf, String)> {
+    fn all_open(&self) -> Vec<(PathBuf, Document)> {
         let state = self.0.lock().unwrap_or_else(|p| p.into_inner());
         state
             .documents
             .iter()
-            .filter_map(|(uri, doc)| Some((uri_path(uri)?, doc.text.to_string())))
+            .filter_map(|(uri, doc)| Some((uri_path(uri)?, doc.clone())))
             .collect()
     }
 }
