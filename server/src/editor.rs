@@ -73,6 +73,13 @@ pub struct Question {
     pub multiple: bool,
 }
 
+/// A file deleted or renamed by the agent, offered to the editor first so its buffers follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOperation {
+    Delete { path: PathBuf },
+    Rename { from: PathBuf, to: PathBuf },
+}
+
 /// What happened when an edit was offered to the editor's buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BufferEdit {
@@ -178,6 +185,11 @@ pub trait EditorPort: Send + Sync {
         &'a self,
         request: &'a PermissionRequest,
     ) -> BoxFuture<'a, PermissionReply>;
+
+    /// Offers a delete or rename to the editor (`NotOpen`: the caller does it on disk).
+    fn file_operation<'a>(&'a self, _op: &'a FileOperation) -> BoxFuture<'a, BufferEdit> {
+        Box::pin(async { BufferEdit::NotOpen })
+    }
 
     /// Asks the user; one list of chosen labels (or free text) per question.
     fn ask_questions<'a>(

@@ -691,3 +691,42 @@ async fn show_message_request_carries_permissions_and_questions_without_the_flag
     assert_eq!(titles, ["Allow once", "Always allow", "Deny"]);
     assert_eq!(client.shutdown_and_exit().await, 0);
 }
+
+#[tokio::test]
+async fn deletes_and_renames_go_through_the_editor_when_it_supports_resource_operations() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [{"name": "apply_patch", "arguments": {"patchText":
+            "*** Begin Patch\n*** Delete File: gone.txt\n*** Update File: old.txt\n*** Move to: new.txt\n@@\n-old\n+new\n*** End Patch"}}]}},
+        {"reply": {"text": "done"}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    std::fs::write(env.workspace().join("gone.txt"), "bye\n").unwrap();
+    std::fs::write(env.workspace().join("old.txt"), "old\n").unwrap();
+    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["workspace"]["workspaceEdit"]["resourceOperations"] =
+        json!(["create", "rename", "delete"]);
+    params["capabilities"]["experimental"] = json!({"agent": {"updates": true}});
+    client.initialize(params).await;
+    client
+        .request("agent/prompt", json!({"text": "tidy", "mode": "auto"}))
+        .await
+        .unwrap();
+    client
+        .wait_for("agent/update", |u| {
+            u["params"]["update"]["status"] == "idle"
+        })
+        .await;
+    let ops: Vec<Value> = client
+        .received("workspace/applyEdit")
+        .iter()
+        .map(|e| e["params"]["edit"]["documentChanges"][0].clone())
+        .collect();
+    assert_eq!(ops[0]["kind"], "delete");
+    assert!(ops[0]["uri"].as_str().unwrap().ends_with("/gone.txt"));
+    assert_eq!(ops[1]["kind"], "rename");
+    assert!(ops[1]["newUri"].as_str().unwrap().ends_with("/new.txt"));
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}

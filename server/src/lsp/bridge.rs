@@ -17,7 +17,9 @@ use tower_lsp_server::ls_types::*;
 
 use super::documents::{Document, PositionEncoding};
 use super::protocol::{AgentUpdate, AskQuestion, ClientCaps, RequestPermission};
-use crate::editor::{BufferEdit, EditorPort, PermissionReply, PermissionRequest, Question, Update};
+use crate::editor::{
+    BufferEdit, EditorPort, FileOperation, PermissionReply, PermissionRequest, Question, Update,
+};
 
 /// How long chunks of one session may wait to be merged into one notification.
 pub const COALESCE: Duration = Duration::from_millis(16);
@@ -281,6 +283,51 @@ impl EditorPort for LspEditor {
                 Ok(r) => BufferEdit::Rejected(
                     r.failure_reason
                         .unwrap_or_else(|| "the editor declined the edit".into()),
+                ),
+                Err(e) => BufferEdit::Rejected(e.message.to_string()),
+            }
+        })
+    }
+
+    fn file_operation<'a>(&'a self, op: &'a FileOperation) -> BoxFuture<'a, BufferEdit> {
+        Box::pin(async move {
+            if !self.buffers.caps().resource_operations {
+                return BufferEdit::NotOpen;
+            }
+            let change = match op {
+                FileOperation::Delete { path } => {
+                    let Some(uri) = file_uri(path) else {
+                        return BufferEdit::NotOpen;
+                    };
+                    ResourceOp::Delete(DeleteFile {
+                        uri,
+                        options: None,
+                        annotation_id: None,
+                    })
+                }
+                FileOperation::Rename { from, to } => {
+                    let (Some(old_uri), Some(new_uri)) = (file_uri(from), file_uri(to)) else {
+                        return BufferEdit::NotOpen;
+                    };
+                    ResourceOp::Rename(RenameFile {
+                        old_uri,
+                        new_uri,
+                        options: None,
+                        annotation_id: None,
+                    })
+                }
+            };
+            let edit = WorkspaceEdit {
+                document_changes: Some(DocumentChanges::Operations(vec![
+                    DocumentChangeOperation::Op(change),
+                ])),
+                ..Default::default()
+            };
+            match self.client.apply_edit(edit).await {
+                Ok(r) if r.applied => BufferEdit::Applied,
+                Ok(r) => BufferEdit::Rejected(
+                    r.failure_reason
+                        .unwrap_or_else(|| "the editor declined".into()),
                 ),
                 Err(e) => BufferEdit::Rejected(e.message.to_string()),
             }

@@ -238,6 +238,8 @@ struct Change {
     new_bytes: Option<Vec<u8>>,
     /// The bytes before, to roll back; `None` if the file did not exist.
     old_bytes: Option<Vec<u8>>,
+    /// For a move over an existing file: that file's bytes, to roll back.
+    replaced: Option<Vec<u8>>,
     summary: String,
 }
 
@@ -282,6 +284,7 @@ impl TypedTool for ApplyPatch {
                         to: None,
                         new_bytes: Some(content.clone().into_bytes()),
                         old_bytes: None,
+                        replaced: None,
                         summary: format!("A {display}"),
                     });
                 }
@@ -296,6 +299,7 @@ impl TypedTool for ApplyPatch {
                         to: None,
                         new_bytes: None,
                         old_bytes: Some(old),
+                        replaced: None,
                         summary: format!("D {display}"),
                     });
                 }
@@ -327,6 +331,10 @@ impl TypedTool for ApplyPatch {
                             Some(_) => format!("R {display} → {target}"),
                             None => format!("M {display}"),
                         },
+                        replaced: to
+                            .as_ref()
+                            .filter(|t| t.path != r.path)
+                            .and_then(|t| files::read_bytes(ctx, t).ok()),
                         from: r,
                         to,
                         new_bytes: Some(file.encode(&new_text).into_bytes()),
@@ -351,7 +359,7 @@ impl TypedTool for ApplyPatch {
                 let mut done: Vec<&Change> = Vec::new();
                 let mut files_changed = Vec::new();
                 for change in &changes {
-                    if let Err(e) = write_change(ctx, change) {
+                    if let Err(e) = write_change(ctx, change).await {
                         for undone in done.iter().rev() {
                             rollback(ctx, undone);
                         }
@@ -378,20 +386,29 @@ impl TypedTool for ApplyPatch {
     }
 }
 
-fn write_change(ctx: &ToolContext, c: &Change) -> Result<(), ToolError> {
+async fn write_change(ctx: &ToolContext, c: &Change) -> Result<(), ToolError> {
     match (&c.new_bytes, &c.to) {
-        (None, _) => files::remove_file(ctx, &c.from),
-        (Some(bytes), None) => {
-            files::write_bytes(ctx, &c.from, bytes)?;
-            ctx.files.remember(&c.from.path);
-            Ok(())
-        }
-        (Some(bytes), Some(to)) => {
-            files::write_bytes(ctx, to, bytes)?;
-            ctx.files.remember(&to.path);
-            if to.path != c.from.path {
-                files::remove_file(ctx, &c.from)?;
+        (None, _) => files::delete(ctx, &c.from).await,
+        (Some(bytes), None) => write_file(ctx, &c.from, bytes).await,
+        (Some(bytes), Some(to)) if to.path != c.from.path => {
+            if files::exists(to) {
+                files::delete(ctx, to).await?;
             }
+            files::rename(ctx, &c.from, to).await?;
+            write_file(ctx, to, bytes).await
+        }
+        (Some(bytes), Some(to)) => write_file(ctx, to, bytes).await,
+    }
+}
+
+/// Text goes through the editor's buffer when the file is open there; anything else, or a
+/// new file, to disk.
+async fn write_file(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), ToolError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if files::exists(r) => files::write_text(ctx, r, text).await,
+        _ => {
+            files::write_bytes(ctx, r, bytes)?;
+            ctx.files.remember(&r.path);
             Ok(())
         }
     }
@@ -399,8 +416,11 @@ fn write_change(ctx: &ToolContext, c: &Change) -> Result<(), ToolError> {
 
 /// Best-effort undo of one written change, from the bytes kept in memory.
 fn rollback(ctx: &ToolContext, c: &Change) {
-    if let Some(to) = &c.to {
-        let _ = files::remove_file(ctx, to);
+    if let Some(to) = c.to.as_ref().filter(|t| t.path != c.from.path) {
+        let _ = match &c.replaced {
+            Some(bytes) => files::write_bytes(ctx, to, bytes),
+            None => files::remove_file(ctx, to),
+        };
     }
     match &c.old_bytes {
         Some(old) => {

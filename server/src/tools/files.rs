@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{ToolContext, ToolError};
-use crate::editor::BufferEdit;
+use crate::editor::{BufferEdit, FileOperation};
 use crate::permission::boundary::Resolved;
 
 const BOM: &str = "\u{feff}";
@@ -158,6 +158,59 @@ pub fn remove_file(ctx: &ToolContext, r: &Resolved) -> Result<(), ToolError> {
         None => std::fs::remove_file(&r.path),
     };
     result.map_err(|e| ToolError::new(format!("cannot delete {}: {e}", ctx.display(r))))
+}
+
+/// Deletes a file: through the editor when it supports resource operations (its buffer
+/// closes with it), else on disk.
+pub async fn delete(ctx: &ToolContext, r: &Resolved) -> Result<(), ToolError> {
+    let op = FileOperation::Delete {
+        path: r.path.clone(),
+    };
+    match ctx.editor.file_operation(&op).await {
+        BufferEdit::Applied => Ok(()),
+        BufferEdit::Rejected(why) => Err(ToolError::new(format!(
+            "the editor did not delete {}: {why}",
+            ctx.display(r)
+        ))),
+        BufferEdit::NotOpen => remove_file(ctx, r),
+    }
+}
+
+/// Renames a file: through the editor when it supports resource operations (open buffers
+/// follow), else on disk.
+pub async fn rename(ctx: &ToolContext, from: &Resolved, to: &Resolved) -> Result<(), ToolError> {
+    let op = FileOperation::Rename {
+        from: from.path.clone(),
+        to: to.path.clone(),
+    };
+    let fail = |e: String| {
+        ToolError::new(format!(
+            "cannot move {} to {}: {e}",
+            ctx.display(from),
+            ctx.display(to)
+        ))
+    };
+    match ctx.editor.file_operation(&op).await {
+        BufferEdit::Applied => Ok(()),
+        BufferEdit::Rejected(why) => Err(fail(why)),
+        BufferEdit::NotOpen => {
+            let (Some(a), Some(b)) = (
+                ctx.boundary.beneath(from).filter(|_| from.inside),
+                ctx.boundary.beneath(to).filter(|_| to.inside),
+            ) else {
+                if let Some(parent) = to.path.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| fail(e.to_string()))?;
+                }
+                return std::fs::rename(&from.path, &to.path).map_err(|e| fail(e.to_string()));
+            };
+            let dir = ctx.boundary.dir().map_err(|e| fail(e.to_string()))?;
+            if let Some(parent) = b.parent().filter(|p| !p.as_os_str().is_empty()) {
+                dir.create_dir_all(parent)
+                    .map_err(|e| fail(e.to_string()))?;
+            }
+            dir.rename(&a, &dir, &b).map_err(|e| fail(e.to_string()))
+        }
+    }
 }
 
 pub fn exists(r: &Resolved) -> bool {

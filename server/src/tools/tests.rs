@@ -639,3 +639,27 @@ async fn todos_questions_and_skills() {
     let r = call(&f, "skill", json!({"name": "nope"})).await;
     assert!(r.output.contains("available: release"), "{}", r.output);
 }
+
+#[tokio::test]
+async fn a_patch_failing_while_writing_rolls_back_a_move_over_an_existing_file() {
+    use super::Tool as _;
+    let f = Fixture::new("[permission]\nedit = \"allow\"\n");
+    f.write("src.txt", "source\n");
+    f.write("dst.txt", "the old target\n");
+    f.write("z.txt", "z\n");
+    let patch = "*** Begin Patch\n*** Update File: src.txt\n*** Move to: dst.txt\n@@\n-source\n+moved\n*** Update File: z.txt\n@@\n-z\n+x\n*** End Patch";
+    let prepared = super::apply_patch::ApplyPatch
+        .prepare_value(json!({"patchText": patch}), &f.ctx)
+        .unwrap();
+    // Verified; then z.txt turns into a folder, so writing it fails after the move.
+    std::fs::remove_file(f.root().join("z.txt")).unwrap();
+    std::fs::create_dir(f.root().join("z.txt")).unwrap();
+    let err = (prepared.run)(&f.ctx).await.unwrap_err();
+    assert!(err.0.contains("undone"), "{err}");
+    assert_eq!(f.read("src.txt"), "source\n");
+    assert_eq!(
+        f.read("dst.txt"),
+        "the old target\n",
+        "the file moved over is back"
+    );
+}
