@@ -73,9 +73,11 @@ pub struct Question {
     pub multiple: bool,
 }
 
-/// A file deleted or renamed by the agent, offered to the editor first so its buffers follow.
+/// A file created, deleted or renamed by the agent, offered to the editor first so that it
+/// knows (and its buffers follow).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileOperation {
+    Create { path: PathBuf },
     Delete { path: PathBuf },
     Rename { from: PathBuf, to: PathBuf },
 }

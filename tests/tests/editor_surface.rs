@@ -696,7 +696,7 @@ async fn show_message_request_carries_permissions_and_questions_without_the_flag
 async fn deletes_and_renames_go_through_the_editor_when_it_supports_resource_operations() {
     let script = json!({"turns": [
         {"reply": {"tool_calls": [{"name": "apply_patch", "arguments": {"patchText":
-            "*** Begin Patch\n*** Delete File: gone.txt\n*** Update File: old.txt\n*** Move to: new.txt\n@@\n-old\n+new\n*** End Patch"}}]}},
+            "*** Begin Patch\n*** Delete File: gone.txt\n*** Update File: old.txt\n*** Move to: new.txt\n@@\n-old\n+new\n*** Add File: added.txt\n+fresh\n*** End Patch"}}]}},
         {"reply": {"text": "done"}}
     ]});
     let llm = FakeLlm::start(&script, "openai");
@@ -728,5 +728,16 @@ async fn deletes_and_renames_go_through_the_editor_when_it_supports_resource_ope
     assert!(ops[0]["uri"].as_str().unwrap().ends_with("/gone.txt"));
     assert_eq!(ops[1]["kind"], "rename");
     assert!(ops[1]["newUri"].as_str().unwrap().ends_with("/new.txt"));
+    // (This test client does not carry the rename out, so new.txt is created too.)
+    assert!(
+        ops.iter()
+            .any(|o| o["kind"] == "create" && o["uri"].as_str().unwrap().ends_with("/added.txt")),
+        "{ops:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.workspace().join("added.txt")).unwrap(),
+        "fresh\n",
+        "its content on disk"
+    );
     assert_eq!(client.shutdown_and_exit().await, 0);
 }

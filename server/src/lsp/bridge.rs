@@ -295,6 +295,20 @@ impl EditorPort for LspEditor {
                 return BufferEdit::NotOpen;
             }
             let change = match op {
+                FileOperation::Create { path } => {
+                    let Some(uri) = file_uri(path) else {
+                        return BufferEdit::NotOpen;
+                    };
+                    let options = CreateFileOptions {
+                        overwrite: Some(false),
+                        ignore_if_exists: Some(true),
+                    };
+                    ResourceOp::Create(CreateFile {
+                        uri,
+                        options: Some(options),
+                        annotation_id: None,
+                    })
+                }
                 FileOperation::Delete { path } => {
                     let Some(uri) = file_uri(path) else {
                         return BufferEdit::NotOpen;

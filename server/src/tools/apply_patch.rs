@@ -405,8 +405,9 @@ async fn write_change(ctx: &ToolContext, c: &Change) -> Result<(), ToolError> {
 /// new file, to disk.
 async fn write_file(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), ToolError> {
     match std::str::from_utf8(bytes) {
-        Ok(text) if files::exists(r) => files::write_text(ctx, r, text).await,
-        _ => {
+        _ if !files::exists(r) => files::create(ctx, r, bytes).await,
+        Ok(text) => files::write_text(ctx, r, text).await,
+        Err(_) => {
             files::write_bytes(ctx, r, bytes)?;
             ctx.files.remember(&r.path);
             Ok(())

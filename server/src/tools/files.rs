@@ -160,6 +160,23 @@ pub fn remove_file(ctx: &ToolContext, r: &Resolved) -> Result<(), ToolError> {
     result.map_err(|e| ToolError::new(format!("cannot delete {}: {e}", ctx.display(r))))
 }
 
+/// Creates a new file with `bytes`: announced to the editor as a resource operation when it
+/// supports them (it creates the empty file), then written to disk.
+pub async fn create(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), ToolError> {
+    let op = FileOperation::Create {
+        path: r.path.clone(),
+    };
+    if let BufferEdit::Rejected(why) = ctx.editor.file_operation(&op).await {
+        return Err(ToolError::new(format!(
+            "the editor did not create {}: {why}",
+            ctx.display(r)
+        )));
+    }
+    write_bytes(ctx, r, bytes)?;
+    ctx.files.remember(&r.path);
+    Ok(())
+}
+
 /// Deletes a file: through the editor when it supports resource operations (its buffer
 /// closes with it), else on disk.
 pub async fn delete(ctx: &ToolContext, r: &Resolved) -> Result<(), ToolError> {

@@ -57,7 +57,11 @@ impl TypedTool for Write {
         let created = existing.is_none();
         Ok(Prepared::new(needs, move |ctx| {
             Box::pin(async move {
-                files::write_text(ctx, &r, &encoded).await?;
+                if created {
+                    files::create(ctx, &r, encoded.as_bytes()).await?;
+                } else {
+                    files::write_text(ctx, &r, &encoded).await?;
+                }
                 Ok(ToolOutput {
                     title: display.clone(),
                     output: format!(
