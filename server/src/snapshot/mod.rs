@@ -123,12 +123,16 @@ fn safe_relative(path: &str) -> Option<PathBuf> {
 fn write_snapshot(
     repo: &Repository,
     index: &mut git2::Index,
-    stage: impl FnOnce(&git2::Odb<'_>, &mut git2::Index) -> Result<()>,
+    removed: usize,
+    stage: impl FnOnce(&git2::Odb<'_>, &mut git2::Index) -> Result<usize>,
 ) -> Result<String> {
     let odb = repo.odb()?;
-    stage(&odb, index)?;
+    let staged = stage(&odb, index)?;
     let tree = index.write_tree_to(repo)?;
-    index.write()?;
+    // An unchanged index need not be written again (100,000 entries are megabytes).
+    if staged + removed > 0 {
+        index.write()?;
+    }
     Ok(tree.to_string())
 }
 
@@ -248,8 +252,9 @@ impl Snapshots {
         let root = self.worktree.clone();
         let gitlinks = self.gitlinks.clone();
         let walk_root = root.clone();
-        let mut out = Vec::new();
-        let walker = ignore::WalkBuilder::new(&root)
+        let (tx, rx) = std::sync::mpsc::channel();
+        // In parallel: on a big tree the walk is one stat per file, like `git status`.
+        ignore::WalkBuilder::new(&root)
             .hidden(false)
             .parents(true)
             .follow_links(false)
@@ -261,21 +266,26 @@ impl Snapshots {
                 let rel = e.path().strip_prefix(&walk_root).unwrap_or(e.path());
                 !gitlinks.contains(rel.as_os_str().as_bytes())
             })
-            .build();
-        for entry in walker.flatten() {
-            let Some(ft) = entry.file_type() else {
-                continue;
-            };
-            if ft.is_dir() {
-                continue;
-            }
-            let Ok(md) = std::fs::symlink_metadata(entry.path()) else {
-                continue;
-            };
-            let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
-            out.push((rel.as_os_str().as_bytes().to_vec(), md));
-        }
-        out
+            .build_parallel()
+            .run(|| {
+                let tx = tx.clone();
+                let root = root.clone();
+                Box::new(move |entry| {
+                    let Ok(entry) = entry else {
+                        return ignore::WalkState::Continue;
+                    };
+                    if entry.file_type().is_none_or(|t| t.is_dir()) {
+                        return ignore::WalkState::Continue;
+                    }
+                    if let Ok(md) = std::fs::symlink_metadata(entry.path()) {
+                        let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
+                        let _ = tx.send((rel.as_os_str().as_bytes().to_vec(), md));
+                    }
+                    ignore::WalkState::Continue
+                })
+            });
+        drop(tx);
+        rx.into_iter().collect()
     }
 
     /// Takes a snapshot of the whole work tree; returns its tree id.
@@ -293,10 +303,11 @@ impl Snapshots {
             .filter(|e| e.mode != 0o160000 && !seen.contains(e.path.as_slice()))
             .map(|e| e.path)
             .collect();
+        let removed = gone.len();
         for path in gone {
             index.remove_path(Path::new(std::ffi::OsStr::from_bytes(&path)))?;
         }
-        write_snapshot(&self.repo, &mut index, |odb, index| {
+        write_snapshot(&self.repo, &mut index, removed, |odb, index| {
             let files = files.iter().map(|(p, md)| (p.as_slice(), md));
             self.stage(odb, index, files, index_written)
         })
@@ -316,7 +327,7 @@ impl Snapshots {
                 }
             }
         }
-        write_snapshot(&self.repo, &mut index, |odb, index| {
+        write_snapshot(&self.repo, &mut index, paths.len(), |odb, index| {
             let files = present.iter().map(|(p, md)| (p.as_slice(), md));
             self.stage(odb, index, files, None)
         })
@@ -328,7 +339,8 @@ impl Snapshots {
         index: &mut git2::Index,
         files: impl Iterator<Item = (&'a [u8], &'a std::fs::Metadata)>,
         index_written: Option<std::time::SystemTime>,
-    ) -> Result<()> {
+    ) -> Result<usize> {
+        let mut staged = 0;
         for (rel, md) in files {
             let path = Path::new(std::ffi::OsStr::from_bytes(rel));
             let mode = entry_mode(md);
@@ -352,6 +364,7 @@ impl Snapshots {
                     flags_extended: 0,
                     path: rel.to_vec(),
                 })?;
+                staged += 1;
                 continue;
             }
             let existing = index.get_path(path, 0);
@@ -395,8 +408,9 @@ impl Snapshots {
                 flags_extended: 0,
                 path: rel.to_vec(),
             })?;
+            staged += 1;
         }
-        Ok(())
+        Ok(staged)
     }
 
     fn tree(&self, id: &str) -> Result<git2::Tree<'_>> {
