@@ -130,10 +130,16 @@ pub enum Update {
         status: String,
         title: String,
         output: String,
+        /// For edits: the file and its text before and after.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diff: Option<serde_json::Value>,
     },
     Status {
         session_id: String,
         status: String,
+        /// How the turn ended, on `idle`: end_turn, max_steps, cancelled, error.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<String>,
     },
     Retry {
         session_id: String,

@@ -106,6 +106,18 @@ async fn a_client_with_every_flag_streams_approves_and_gets_the_edit_in_its_buff
     assert!(!updates(&client, "user_message").is_empty());
     let tool = updates(&client, "tool_call");
     assert_eq!(tool[0]["params"]["update"]["toolKind"], "edit");
+    let done = updates(&client, "tool_call_update");
+    let diff = &done[0]["params"]["update"]["diff"];
+    assert_eq!(diff["uri"], uri);
+    assert!(
+        diff["oldText"].as_str().unwrap().contains("41")
+            && diff["newText"].as_str().unwrap().contains("42")
+    );
+    let idle = updates(&client, "status")
+        .into_iter()
+        .find(|u| u["params"]["update"]["status"] == "idle")
+        .unwrap();
+    assert_eq!(idle["params"]["update"]["stopReason"], "end_turn");
     let seqs: Vec<u64> = client
         .received("agent/update")
         .iter()

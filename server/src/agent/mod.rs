@@ -251,6 +251,7 @@ impl Agent {
             self.editor.publish(Update::Status {
                 session_id: sid.into(),
                 status: "busy".into(),
+                stop_reason: None,
             });
             last = self.run_steps(sid, cancel).await;
             let _ = self.append(
@@ -262,6 +263,9 @@ impl Agent {
             self.editor.publish(Update::Status {
                 session_id: sid.into(),
                 status: "idle".into(),
+                stop_reason: serde_json::to_value(last.end)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from)),
             });
             if last.end != TurnEnd::EndTurn && last.end != TurnEnd::MaxSteps {
                 return last;
@@ -564,6 +568,7 @@ impl Agent {
             status: status.into(),
             title: title.into(),
             output: output.into(),
+            diff: None,
         });
     }
 
@@ -650,6 +655,7 @@ impl Agent {
                     status: "error".into(),
                     title: String::new(),
                     output,
+                    diff: None,
                 });
                 return (false, Vec::new());
             }
@@ -724,6 +730,7 @@ impl Agent {
             status: status.into(),
             title: result.title.clone(),
             output: result.output.clone(),
+            diff: result.metadata.get("edit").cloned(),
         });
         (result.status == CallStatus::Stopped, result.files_changed)
     }

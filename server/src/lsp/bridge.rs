@@ -696,6 +696,7 @@ impl Coalescer {
                 status,
                 title,
                 output,
+                diff,
                 ..
             } => {
                 let status = if status == "completed" {
@@ -712,12 +713,27 @@ impl Coalescer {
                         ),
                     );
                 }
-                self.send(&sid, json!({"kind": "tool_call_update", "toolCallId": id, "name": name, "status": status,
-                    "title": title, "output": output})).await;
+                let mut update = json!({"kind": "tool_call_update", "toolCallId": id, "name": name,
+                    "status": status, "title": title, "output": output});
+                // An edit's before and after, for the editor's diff view.
+                if let Some(d) = diff.filter(|d| d.is_object())
+                    && let Some(uri) = d["path"].as_str().and_then(|p| file_uri(Path::new(p)))
+                {
+                    update["diff"] =
+                        json!({"uri": uri, "oldText": d["oldText"], "newText": d["newText"]});
+                }
+                self.send(&sid, update).await;
             }
-            Update::Status { status, .. } => {
-                self.send(&sid, json!({"kind": "status", "status": status}))
-                    .await;
+            Update::Status {
+                status,
+                stop_reason,
+                ..
+            } => {
+                let mut update = json!({"kind": "status", "status": status});
+                if let Some(reason) = stop_reason {
+                    update["stopReason"] = json!(reason);
+                }
+                self.send(&sid, update).await;
                 self.on_status(&sid, &status).await;
             }
             Update::Usage {

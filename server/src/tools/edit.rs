@@ -262,7 +262,8 @@ impl TypedTool for Edit {
                             format!(" (matched {strategy})")
                         }
                     ),
-                    metadata: json!({"diff": diff, "strategy": strategy}),
+                    metadata: json!({"diff": diff, "strategy": strategy,
+                        "edit": super::edit_metadata(&r.path, &file.text, &text)}),
                     files_changed: vec![r.path.clone()],
                     ..Default::default()
                 })

@@ -497,6 +497,16 @@ pub fn skill_list(workspace: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A change for the editor to show as a diff: the file and its text before and after
+/// (left out for big files).
+pub fn edit_metadata(path: &Path, old: &str, new: &str) -> Value {
+    const MAX: usize = 256 * 1024;
+    if old.len() + new.len() > MAX {
+        return Value::Null;
+    }
+    serde_json::json!({"path": path, "oldText": old, "newText": new})
+}
+
 /// The unified diff of a change, for permission requests and the editor.
 pub fn unified_diff(display_path: &str, old: &str, new: &str) -> String {
     similar::TextDiff::from_lines(old, new)

@@ -55,6 +55,7 @@ impl TypedTool for Write {
             None => args.content,
         };
         let created = existing.is_none();
+        let edit = super::edit_metadata(&r.path, &old, &new_text);
         Ok(Prepared::new(needs, move |ctx| {
             Box::pin(async move {
                 if created {
@@ -69,7 +70,7 @@ impl TypedTool for Write {
                         if created { "Created" } else { "Wrote" },
                         new_text.lines().count()
                     ),
-                    metadata: json!({"created": created}),
+                    metadata: json!({"created": created, "edit": edit}),
                     files_changed: vec![r.path.clone()],
                     ..Default::default()
                 })
