@@ -131,16 +131,30 @@ fn main() {
     let (cli, _) = time(|| cli_snapshot(&root, &hidden));
     row("snapshot, nothing changed", ours, Some(cli), status);
 
-    for i in 0..10 {
-        std::fs::write(
-            root.join(format!("d{:03}/e00/f{i}.txt", i % 500)),
-            format!("changed {i}\n"),
-        )
-        .unwrap();
+    let ten_paths: Vec<std::path::PathBuf> = (0..10)
+        .map(|i| std::path::PathBuf::from(format!("d{:03}/e00/f{i}.txt", i % 500)))
+        .collect();
+    for (i, p) in ten_paths.iter().enumerate() {
+        std::fs::write(root.join(p), format!("changed {i}\n")).unwrap();
     }
-    let (ours, ten) = time(|| snap.track().unwrap());
+    // After a step whose tools wrote those 10 files, the agent re-stages just them.
+    let (ours, fast) = time(|| snap.track_paths(&ten_paths).unwrap());
     let (cli, _) = time(|| cli_snapshot(&root, &hidden));
-    row("snapshot after 10 changed files", ours, Some(cli), status);
+    row(
+        "snapshot after 10 files the tools wrote",
+        ours,
+        Some(cli),
+        status,
+    );
+    // After a step that ran a command: the full scan.
+    let (ours, ten) = time(|| snap.track().unwrap());
+    assert_eq!(ten, fast);
+    row(
+        "snapshot after 10 changed files, full scan",
+        ours,
+        Some(cli),
+        status,
+    );
 
     // Redo of a turn that changed those 10 files: restore `ten` after reverting them.
     let files10: Vec<String> = (0..10)

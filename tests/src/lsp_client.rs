@@ -357,15 +357,9 @@ pub fn initialize_params(root: &std::path::Path) -> Value {
     })
 }
 
-/// `file://` URI of an absolute path (percent-encoding what needs it).
+/// `file://` URI of an absolute path, as the server forms them.
 pub fn file_uri(path: &std::path::Path) -> String {
-    let mut out = String::from("file://");
-    for b in path.to_string_lossy().bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    agent_lsp::lsp::bridge::file_uri(path)
+        .map(|u| u.as_str().to_string())
+        .unwrap_or_default()
 }

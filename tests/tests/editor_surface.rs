@@ -37,6 +37,15 @@ async fn open(client: &LspClient, env: &TestEnv, text: &str) -> String {
     uri
 }
 
+/// The server for `env`, initialized by a client declaring `experimental` capabilities.
+async fn start(env: &TestEnv, experimental: Value) -> LspClient {
+    let client = LspClient::spawn(env, &[("FAKE_KEY", "k")]);
+    let mut params = initialize_params(&env.workspace());
+    params["capabilities"]["experimental"] = experimental;
+    client.initialize(params).await;
+    client
+}
+
 fn updates(client: &LspClient, kind: &str) -> Vec<Value> {
     client
         .received("agent/update")
@@ -379,10 +388,7 @@ async fn requests_are_answered_promptly_while_the_agent_streams() {
     );
     let env = TestEnv::new();
     configure(&env, &llm);
-    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
-    let mut params = initialize_params(&env.workspace());
-    params["capabilities"]["experimental"] = json!({"agent": {"updates": true}});
-    client.initialize(params).await;
+    let client = start(&env, json!({"agent": {"updates": true}})).await;
     let uri = open(&client, &env, "fn a() {}\n").await;
     client
         .request("agent/prompt", json!({"text": "talk"}))
@@ -499,10 +505,7 @@ async fn two_sessions_run_at_once_in_one_workspace() {
     );
     let env = TestEnv::new();
     configure(&env, &llm);
-    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
-    let mut params = initialize_params(&env.workspace());
-    params["capabilities"]["experimental"] = json!({"agent": {"updates": true}});
-    client.initialize(params).await;
+    let client = start(&env, json!({"agent": {"updates": true}})).await;
     let a = client
         .request("agent/prompt", json!({"text": "one"}))
         .await
@@ -546,11 +549,11 @@ async fn undo_and_redo_of_an_edit_in_an_open_buffer_go_through_the_editor() {
     let llm = FakeLlm::start(&edit_script(), "openai");
     let env = TestEnv::new();
     configure(&env, &llm);
-    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
-    let mut params = initialize_params(&env.workspace());
-    params["capabilities"]["experimental"] =
-        json!({"agent": {"updates": true, "permissions": true}});
-    client.initialize(params).await;
+    let client = start(
+        &env,
+        json!({"agent": {"updates": true, "permissions": true}}),
+    )
+    .await;
     client.reply_to("agent/requestPermission", json!({"outcome": "once"}));
     let uri = open(&client, &env, "pub fn answer() -> u32 {\n    41\n}\n").await;
     let sid = client
@@ -633,11 +636,11 @@ async fn questions_and_plans_with_the_flags() {
     let llm = FakeLlm::start(&ask_script(), "openai");
     let env = TestEnv::new();
     configure(&env, &llm);
-    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
-    let mut params = initialize_params(&env.workspace());
-    params["capabilities"]["experimental"] =
-        json!({"agent": {"updates": true, "permissions": true, "questions": true}});
-    client.initialize(params).await;
+    let client = start(
+        &env,
+        json!({"agent": {"updates": true, "permissions": true, "questions": true}}),
+    )
+    .await;
     client.reply_to("agent/question", json!({"answers": [["hi"]]}));
     client.reply_to("agent/requestPermission", json!({"outcome": "always"}));
     client

@@ -69,6 +69,7 @@ pub struct Snapshots {
     /// Unsaved editor buffers (relative path → text): what the user sees is what a snapshot
     /// holds, although the disk is behind.
     overlay: BTreeMap<Vec<u8>, Vec<u8>>,
+    cached: std::sync::Mutex<Option<CachedIndex>>,
 }
 
 fn hash_hex(bytes: &[u8]) -> String {
@@ -109,6 +110,34 @@ fn entry_mode(md: &std::fs::Metadata) -> u32 {
     }
 }
 
+/// An index entry for `rel`; with the file's metadata as its stat cache, or without (an
+/// unsaved buffer), which makes the next snapshot look at the file again.
+fn index_entry(
+    rel: &[u8],
+    mode: u32,
+    id: Oid,
+    len: usize,
+    md: Option<&std::fs::Metadata>,
+) -> IndexEntry {
+    let time = |secs: i64, nanos: i64| IndexTime::new(secs as i32, nanos as u32);
+    IndexEntry {
+        ctime: md
+            .map(|m| time(m.ctime(), m.ctime_nsec()))
+            .unwrap_or(IndexTime::new(0, 0)),
+        mtime: md.map(mtime).unwrap_or(IndexTime::new(0, 0)),
+        dev: md.map(|m| m.dev() as u32).unwrap_or(0),
+        ino: md.map(|m| m.ino() as u32).unwrap_or(0),
+        mode,
+        uid: md.map(|m| m.uid()).unwrap_or(0),
+        gid: md.map(|m| m.gid()).unwrap_or(0),
+        file_size: len as u32,
+        id,
+        flags: (rel.len().min(0xfff)) as u16,
+        flags_extended: 0,
+        path: rel.to_vec(),
+    }
+}
+
 /// A relative path from the index, refused if it could leave the work tree.
 fn safe_relative(path: &str) -> Option<PathBuf> {
     let p = PathBuf::from(path);
@@ -117,23 +146,39 @@ fn safe_relative(path: &str) -> Option<PathBuf> {
         .then_some(p)
 }
 
-/// Writes one snapshot: the changed blobs (through `stage`), then the trees, then the index.
+/// Writes one snapshot's objects: the changed blobs (through `stage`), then the trees.
 /// Objects are written loose; `Odb::write` skips any that already exist (also through the
-/// alternates), so an unchanged committed file costs nothing.
+/// alternates), so an unchanged committed file costs nothing. Returns the tree id and how
+/// many entries were staged.
 fn write_snapshot(
     repo: &Repository,
     index: &mut git2::Index,
-    removed: usize,
     stage: impl FnOnce(&git2::Odb<'_>, &mut git2::Index) -> Result<usize>,
-) -> Result<String> {
+) -> Result<(String, usize)> {
     let odb = repo.odb()?;
     let staged = stage(&odb, index)?;
     let tree = index.write_tree_to(repo)?;
-    // An unchanged index need not be written again (100,000 entries are megabytes).
-    if staged + removed > 0 {
-        index.write()?;
-    }
-    Ok(tree.to_string())
+    Ok((tree.to_string(), staged))
+}
+
+/// The hidden index kept in memory between snapshots, and the state of its file when it was
+/// read or last written by us (a change means another process wrote it: read it again).
+struct CachedIndex {
+    index: git2::Index,
+    file: Option<(std::time::SystemTime, u64)>,
+    /// Changes not written to the file yet (the fast path defers the write).
+    dirty: bool,
+}
+
+// SAFETY: a libgit2 index opened from its file (`Index::open`) belongs to no repository
+// and has no thread affinity; libgit2 only forbids using one object from two threads at
+// once, and every use of this one goes through the `Snapshots::cached` mutex.
+unsafe impl Send for CachedIndex {}
+
+fn file_stamp(path: &Path) -> Option<(std::time::SystemTime, u64)> {
+    std::fs::metadata(path)
+        .ok()
+        .and_then(|m| Some((m.modified().ok()?, m.len())))
 }
 
 impl Snapshots {
@@ -195,6 +240,7 @@ impl Snapshots {
             max_untracked: MAX_UNTRACKED_BYTES,
             gitlinks: BTreeSet::new(),
             overlay: BTreeMap::new(),
+            cached: std::sync::Mutex::new(None),
         };
         if let Ok(index) = snapshots.index() {
             snapshots.gitlinks = index
@@ -246,6 +292,37 @@ impl Snapshots {
         }
     }
 
+    /// Runs `f` on the hidden index (kept in memory; read again when another process wrote
+    /// the file). `f` gets the time the file was last written (for racy entries) and returns
+    /// its result and whether it changed the index; `persist` writes such changes to disk now,
+    /// otherwise they are written with the next persisting call.
+    fn with_index<T>(
+        &self,
+        persist: bool,
+        f: impl FnOnce(&mut git2::Index, Option<std::time::SystemTime>) -> Result<(T, bool)>,
+    ) -> Result<T> {
+        let path = self.git_dir.join("index");
+        let mut slot = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        let on_disk = file_stamp(&path);
+        let fresh = matches!(slot.as_ref(), Some(c) if c.file == on_disk);
+        if !fresh {
+            *slot = Some(CachedIndex {
+                index: self.index()?,
+                file: on_disk,
+                dirty: false,
+            });
+        }
+        let cached = slot.as_mut().expect("loaded above");
+        let (out, changed) = f(&mut cached.index, cached.file.map(|(t, _)| t))?;
+        cached.dirty |= changed;
+        if persist && cached.dirty {
+            cached.index.write()?;
+            cached.file = file_stamp(&path);
+            cached.dirty = false;
+        }
+        Ok(out)
+    }
+
     /// The files of the work tree that a snapshot holds, relative, honouring .gitignore,
     /// info/exclude and the global excludes file, never entering `.git` or submodules.
     fn walk(&self) -> Vec<(Vec<u8>, std::fs::Metadata)> {
@@ -291,45 +368,49 @@ impl Snapshots {
     /// Takes a snapshot of the whole work tree; returns its tree id.
     pub fn track(&self) -> Result<String> {
         let _lock = Lock::acquire(&self.git_dir)?;
-        let mut index = self.index()?;
-        let index_written = std::fs::metadata(self.git_dir.join("index"))
-            .ok()
-            .and_then(|m| m.modified().ok());
         let files = self.walk();
-        let seen: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
-        // Entries whose file is gone.
-        let gone: Vec<Vec<u8>> = index
-            .iter()
-            .filter(|e| e.mode != 0o160000 && !seen.contains(e.path.as_slice()))
-            .map(|e| e.path)
-            .collect();
-        let removed = gone.len();
-        for path in gone {
-            index.remove_path(Path::new(std::ffi::OsStr::from_bytes(&path)))?;
-        }
-        write_snapshot(&self.repo, &mut index, removed, |odb, index| {
-            let files = files.iter().map(|(p, md)| (p.as_slice(), md));
-            self.stage(odb, index, files, index_written)
+        self.with_index(true, |index, index_written| {
+            let seen: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
+            // Entries whose file is gone.
+            let gone: Vec<Vec<u8>> = index
+                .iter()
+                .filter(|e| e.mode != 0o160000 && !seen.contains(e.path.as_slice()))
+                .map(|e| e.path)
+                .collect();
+            let removed = gone.len();
+            for path in gone {
+                index.remove_path(Path::new(std::ffi::OsStr::from_bytes(&path)))?;
+            }
+            let (tree, staged) = write_snapshot(&self.repo, index, |odb, index| {
+                let files = files.iter().map(|(p, md)| (p.as_slice(), md));
+                self.stage(odb, index, files, index_written)
+            })?;
+            Ok((tree, staged + removed > 0))
         })
     }
 
     /// Takes a snapshot after changes to `paths` alone (relative to the work tree), as after
-    /// a step whose only writes the server made itself.
+    /// a step whose only writes the server made itself. The index is written to disk with
+    /// the next full snapshot, not now: this path is meant to cost next to nothing.
     pub fn track_paths(&self, paths: &[PathBuf]) -> Result<String> {
         let _lock = Lock::acquire(&self.git_dir)?;
-        let mut index = self.index()?;
-        let mut present = Vec::new();
-        for rel in paths {
-            match std::fs::symlink_metadata(self.worktree.join(rel)) {
-                Ok(md) if !md.is_dir() => present.push((rel.as_os_str().as_bytes().to_vec(), md)),
-                _ => {
-                    let _ = index.remove_path(rel);
+        self.with_index(false, |index, _| {
+            let mut present = Vec::new();
+            for rel in paths {
+                match std::fs::symlink_metadata(self.worktree.join(rel)) {
+                    Ok(md) if !md.is_dir() => {
+                        present.push((rel.as_os_str().as_bytes().to_vec(), md))
+                    }
+                    _ => {
+                        let _ = index.remove_path(rel);
+                    }
                 }
             }
-        }
-        write_snapshot(&self.repo, &mut index, paths.len(), |odb, index| {
-            let files = present.iter().map(|(p, md)| (p.as_slice(), md));
-            self.stage(odb, index, files, None)
+            let (tree, _) = write_snapshot(&self.repo, index, |odb, index| {
+                let files = present.iter().map(|(p, md)| (p.as_slice(), md));
+                self.stage(odb, index, files, None)
+            })?;
+            Ok((tree, !paths.is_empty()))
         })
     }
 
@@ -350,20 +431,7 @@ impl Snapshots {
                 // An unsaved buffer: its text, with no stat data, so that the next snapshot
                 // looks at the file again.
                 let id = odb.write(ObjectType::Blob, text)?;
-                index.add(&IndexEntry {
-                    ctime: IndexTime::new(0, 0),
-                    mtime: IndexTime::new(0, 0),
-                    dev: 0,
-                    ino: 0,
-                    mode,
-                    uid: 0,
-                    gid: 0,
-                    file_size: text.len() as u32,
-                    id,
-                    flags: (rel.len().min(0xfff)) as u16,
-                    flags_extended: 0,
-                    path: rel.to_vec(),
-                })?;
+                index.add(&index_entry(rel, mode, id, text.len(), None))?;
                 staged += 1;
                 continue;
             }
@@ -394,20 +462,7 @@ impl Snapshots {
                 }
             };
             let id = odb.write(ObjectType::Blob, &data)?;
-            index.add(&IndexEntry {
-                ctime: IndexTime::new(md.ctime() as i32, md.ctime_nsec() as u32),
-                mtime: mtime(md),
-                dev: md.dev() as u32,
-                ino: md.ino() as u32,
-                mode,
-                uid: md.uid(),
-                gid: md.gid(),
-                file_size: md.len() as u32,
-                id,
-                flags: (rel.len().min(0xfff)) as u16,
-                flags_extended: 0,
-                path: rel.to_vec(),
-            })?;
+            index.add(&index_entry(rel, mode, id, md.len() as usize, Some(md)))?;
             staged += 1;
         }
         Ok(staged)
@@ -664,9 +719,10 @@ impl Snapshots {
                 git2::TreeWalkResult::Ok
             })?;
         }
-        for entry in self.index()?.iter() {
-            reachable.insert(entry.id);
-        }
+        self.with_index(false, |index, _| {
+            reachable.extend(index.iter().map(|e| e.id));
+            Ok(((), false))
+        })?;
         let now = std::time::SystemTime::now();
         let mut removed = 0;
         for (oid, path) in self.loose_objects() {
