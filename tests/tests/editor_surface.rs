@@ -116,6 +116,11 @@ async fn a_client_with_every_flag_streams_approves_and_gets_the_edit_in_its_buff
     let tool = updates(&client, "tool_call");
     assert_eq!(tool[0]["params"]["update"]["toolKind"], "edit");
     let done = updates(&client, "tool_call_update");
+    let output = done[0]["params"]["update"]["output"].as_str().unwrap();
+    assert!(
+        output.contains("in its buffer, not saved yet"),
+        "the model learns the edit is unsaved: {output}"
+    );
     let diff = &done[0]["params"]["update"]["diff"];
     assert_eq!(diff["uri"], uri);
     assert!(

@@ -249,7 +249,7 @@ impl TypedTool for Edit {
                 let _guard = lock.lock().await;
                 let (file, _) = files::read_text(ctx, &r)?;
                 let (text, strategy, count) = replace(&file.text, &old, &new, replace_all)?;
-                files::write_text(ctx, &r, &file.encode(&text)).await?;
+                let in_buffer = files::write_text(ctx, &r, &file.encode(&text)).await?;
                 let diff = unified_diff(&display, &file.text, &text);
                 Ok(ToolOutput {
                     title: display.clone(),
@@ -261,7 +261,7 @@ impl TypedTool for Edit {
                         } else {
                             format!(" (matched {strategy})")
                         }
-                    ),
+                    ) + if in_buffer { files::UNSAVED_NOTE } else { "" },
                     metadata: json!({"diff": diff, "strategy": strategy,
                         "edit": super::edit_metadata(&r.path, &file.text, &text)}),
                     files_changed: vec![r.path.clone()],

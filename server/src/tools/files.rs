@@ -136,21 +136,29 @@ pub fn write_bytes(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), 
 }
 
 /// Writes new text to a file: to the editor's buffer when the file is open there (one undo
-/// step in the editor), else to disk. Records the file as known to the agent.
-pub async fn write_text(ctx: &ToolContext, r: &Resolved, text: &str) -> Result<(), ToolError> {
-    match ctx.editor.apply_to_buffer(&r.path, text).await {
-        BufferEdit::Applied => {}
+/// step in the editor), else to disk. Records the file as known to the agent. Returns
+/// whether it went into a buffer.
+pub async fn write_text(ctx: &ToolContext, r: &Resolved, text: &str) -> Result<bool, ToolError> {
+    let in_buffer = match ctx.editor.apply_to_buffer(&r.path, text).await {
+        BufferEdit::Applied => true,
         BufferEdit::Rejected(why) => {
             return Err(ToolError::new(format!(
                 "the editor did not apply the change to {}: {why}",
                 ctx.display(r)
             )));
         }
-        BufferEdit::NotOpen => write_bytes(ctx, r, text.as_bytes())?,
-    }
+        BufferEdit::NotOpen => {
+            write_bytes(ctx, r, text.as_bytes())?;
+            false
+        }
+    };
     ctx.files.remember(&r.path);
-    Ok(())
+    Ok(in_buffer)
 }
+
+/// What the model should know after a change that went into an open, unsaved buffer.
+pub const UNSAVED_NOTE: &str = " The file is open in the editor: the change is in its buffer, \
+not saved yet, so commands you run still see the old file on disk until the user saves.";
 
 pub fn remove_file(ctx: &ToolContext, r: &Resolved) -> Result<(), ToolError> {
     let result = match ctx.boundary.beneath(r).filter(|_| r.inside) {

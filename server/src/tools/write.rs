@@ -58,17 +58,19 @@ impl TypedTool for Write {
         let edit = super::edit_metadata(&r.path, &old, &new_text);
         Ok(Prepared::new(needs, move |ctx| {
             Box::pin(async move {
-                if created {
+                let in_buffer = if created {
                     files::create(ctx, &r, encoded.as_bytes()).await?;
+                    false
                 } else {
-                    files::write_text(ctx, &r, &encoded).await?;
-                }
+                    files::write_text(ctx, &r, &encoded).await?
+                };
                 Ok(ToolOutput {
                     title: display.clone(),
                     output: format!(
-                        "{} {display} ({} lines)",
+                        "{} {display} ({} lines).{}",
                         if created { "Created" } else { "Wrote" },
-                        new_text.lines().count()
+                        new_text.lines().count(),
+                        if in_buffer { files::UNSAVED_NOTE } else { "" }
                     ),
                     metadata: json!({"created": created, "edit": edit}),
                     files_changed: vec![r.path.clone()],
