@@ -168,6 +168,8 @@ struct CachedIndex {
     file: Option<(std::time::SystemTime, u64)>,
     /// Changes not written to the file yet (the fast path defers the write).
     dirty: bool,
+    /// The tree this index held when it last made a snapshot (the fast path edits it).
+    tree: Option<Oid>,
 }
 
 // SAFETY: a libgit2 index opened from its file (`Index::open`) belongs to no repository
@@ -299,7 +301,11 @@ impl Snapshots {
     fn with_index<T>(
         &self,
         persist: bool,
-        f: impl FnOnce(&mut git2::Index, Option<std::time::SystemTime>) -> Result<(T, bool)>,
+        f: impl FnOnce(
+            &mut git2::Index,
+            Option<std::time::SystemTime>,
+            &mut Option<Oid>,
+        ) -> Result<(T, bool)>,
     ) -> Result<T> {
         let path = self.git_dir.join("index");
         let mut slot = self.cached.lock().unwrap_or_else(|p| p.into_inner());
@@ -310,10 +316,12 @@ impl Snapshots {
                 index: self.index()?,
                 file: on_disk,
                 dirty: false,
+                tree: None,
             });
         }
         let cached = slot.as_mut().expect("loaded above");
-        let (out, changed) = f(&mut cached.index, cached.file.map(|(t, _)| t))?;
+        let written = cached.file.map(|(t, _)| t);
+        let (out, changed) = f(&mut cached.index, written, &mut cached.tree)?;
         cached.dirty |= changed;
         if persist && cached.dirty {
             cached.index.write()?;
@@ -369,7 +377,7 @@ impl Snapshots {
     pub fn track(&self) -> Result<String> {
         let _lock = Lock::acquire(&self.git_dir)?;
         let files = self.walk();
-        self.with_index(true, |index, index_written| {
+        self.with_index(true, |index, index_written, last_tree| {
             let seen: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
             // Entries whose file is gone.
             let gone: Vec<Vec<u8>> = index
@@ -385,6 +393,7 @@ impl Snapshots {
                 let files = files.iter().map(|(p, md)| (p.as_slice(), md));
                 self.stage(odb, index, files, index_written)
             })?;
+            *last_tree = Oid::from_str(&tree).ok();
             Ok((tree, staged + removed > 0))
         })
     }
@@ -394,7 +403,7 @@ impl Snapshots {
     /// the next full snapshot, not now: this path is meant to cost next to nothing.
     pub fn track_paths(&self, paths: &[PathBuf]) -> Result<String> {
         let _lock = Lock::acquire(&self.git_dir)?;
-        self.with_index(false, |index, _| {
+        self.with_index(false, |index, _, last_tree| {
             let mut present = Vec::new();
             for rel in paths {
                 match std::fs::symlink_metadata(self.worktree.join(rel)) {
@@ -406,11 +415,36 @@ impl Snapshots {
                     }
                 }
             }
-            let (tree, _) = write_snapshot(&self.repo, index, |odb, index| {
-                let files = present.iter().map(|(p, md)| (p.as_slice(), md));
-                self.stage(odb, index, files, None)
-            })?;
-            Ok((tree, !paths.is_empty()))
+            let odb = self.repo.odb()?;
+            let files = present.iter().map(|(p, md)| (p.as_slice(), md));
+            self.stage(&odb, index, files, None)?;
+            // Edit the last tree for just these paths: only their folders' trees are
+            // written, where `write_tree` would rebuild every tree of the index.
+            let tree = match last_tree.and_then(|id| self.repo.find_tree(id).ok()) {
+                Some(base) => {
+                    let mut update = git2::build::TreeUpdateBuilder::new();
+                    for rel in paths {
+                        match index.get_path(rel, 0) {
+                            Some(e) => {
+                                let mode = match e.mode {
+                                    0o100755 => git2::FileMode::BlobExecutable,
+                                    0o120000 => git2::FileMode::Link,
+                                    _ => git2::FileMode::Blob,
+                                };
+                                update.upsert(rel.as_os_str().as_bytes(), e.id, mode);
+                            }
+                            None if base.get_path(rel).is_ok() => {
+                                update.remove(rel.as_os_str().as_bytes());
+                            }
+                            None => {}
+                        }
+                    }
+                    update.create_updated(&self.repo, &base)?
+                }
+                None => index.write_tree_to(&self.repo)?,
+            };
+            *last_tree = Some(tree);
+            Ok((tree.to_string(), !paths.is_empty()))
         })
     }
 
@@ -719,7 +753,7 @@ impl Snapshots {
                 git2::TreeWalkResult::Ok
             })?;
         }
-        self.with_index(false, |index, _| {
+        self.with_index(false, |index, _, _| {
             reachable.extend(index.iter().map(|e| e.id));
             Ok(((), false))
         })?;

@@ -306,6 +306,18 @@ fn only_the_touched_paths_are_restaged_on_the_fast_path() {
     );
     let full = s.track().unwrap();
     assert!(s.file_at(&full, "other.txt").unwrap().is_some());
+    // The fast path edits the last tree; its result must equal a full rebuild.
+    write(&ws.root, "src/lib.rs", "again\n");
+    std::fs::remove_file(ws.root.join("README.md")).unwrap();
+    write(&ws.root, "new/dir/n.txt", "n\n");
+    let paths = [
+        PathBuf::from("src/lib.rs"),
+        PathBuf::from("README.md"),
+        PathBuf::from("new/dir/n.txt"),
+        PathBuf::from("never/existed.txt"),
+    ];
+    let fast = s.track_paths(&paths).unwrap();
+    assert_eq!(s.track().unwrap(), fast, "same tree as a full scan");
 }
 
 #[test]
