@@ -3,7 +3,6 @@
 //! edited instructions) are reported as supplemental notes instead of a new baseline.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -57,9 +56,7 @@ pub fn read_instructions(workspace: &Path) -> Vec<Instruction> {
 }
 
 fn hash(text: &str) -> String {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
-    format!("{:016x}", h.finish())
+    crate::hash::stable_hex(text.as_bytes())
 }
 
 pub fn today() -> String {

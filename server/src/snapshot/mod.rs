@@ -72,14 +72,6 @@ pub struct Snapshots {
     cached: std::sync::Mutex<Option<CachedIndex>>,
 }
 
-fn hash_hex(bytes: &[u8]) -> String {
-    // A stable 64-bit FNV-1a: folder names must not change between releases.
-    let h = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100000001b3)
-    });
-    format!("{h:016x}")
-}
-
 /// The project id: the root commit of the workspace's repository when there is one, else a
 /// hash of the canonical root path.
 fn project_id(worktree: &Path, user_repo: Option<&Repository>) -> String {
@@ -92,7 +84,7 @@ fn project_id(worktree: &Path, user_repo: Option<&Repository>) -> String {
     });
     match root_commit {
         Some(oid) => oid.to_string(),
-        None => hash_hex(worktree.as_os_str().as_bytes()),
+        None => crate::hash::stable_hex(worktree.as_os_str().as_bytes()),
     }
 }
 
@@ -195,7 +187,7 @@ impl Snapshots {
         let git_dir = data_dir
             .join("snapshot")
             .join(project_id(&worktree, user_repo.as_ref()))
-            .join(hash_hex(worktree.as_os_str().as_bytes()));
+            .join(crate::hash::stable_hex(worktree.as_os_str().as_bytes()));
         std::fs::create_dir_all(&git_dir)?;
         // Two servers may open a new workspace at once: set-up happens under the lock.
         let lock = Lock::acquire(&git_dir)?;
