@@ -200,7 +200,7 @@ impl Agent {
                 id
             }
         };
-        if self.with_store(|s| s.session(&sid))?.is_none() {
+        if self.with_store(|s| s.summary(&sid))?.is_none() {
             return Err(format!("no session {sid}"));
         }
         // A new prompt makes a staged revert final.
@@ -418,8 +418,8 @@ impl Agent {
             }
             let last = step == max_steps;
             // A mode switch applies from the next step; the step in flight keeps its rules.
-            if let Ok(Some(view)) = self.with_store(|s| s.session(sid))
-                && let Some(mode) = view.summary.mode
+            if let Ok(Some(summary)) = self.with_store(|s| s.summary(sid))
+                && let Some(mode) = summary.mode
             {
                 ctx.policy.mode = crate::permission::Mode::parse(&mode);
             }

@@ -15,7 +15,7 @@ use super::Agent;
 use crate::config::Config;
 use crate::editor::{BufferEdit, Update};
 use crate::snapshot::{FileTarget, Patch, Snapshots};
-use crate::store::{Event, SessionView};
+use crate::store::{Event, SessionSummary, SessionView};
 
 pub type SharedSnapshots = Arc<Mutex<Snapshots>>;
 
@@ -52,8 +52,8 @@ pub struct RevertInfo {
     pub text: Option<String>,
 }
 
-fn staged(view: &SessionView) -> Option<(String, String)> {
-    let r = view.summary.revert.as_ref()?;
+fn staged(summary: &SessionSummary) -> Option<(String, String)> {
+    let r = summary.revert.as_ref()?;
     Some((
         r["messageId"].as_str()?.to_string(),
         r["snapshot"].as_str()?.to_string(),
@@ -72,7 +72,7 @@ impl Agent {
             let Some(view) = self.with_store(|s| s.session(&summary.session_id))? else {
                 continue;
             };
-            if let Some((_, saved)) = staged(&view) {
+            if let Some((_, saved)) = staged(&view.summary) {
                 roots.insert(saved);
             }
             for p in view.messages.iter().flat_map(|m| &m.parts) {
@@ -196,7 +196,7 @@ impl Agent {
         };
         self.refresh_overlay(&snapshots);
         // Staging again moves the revert point: start from the state saved the first time.
-        let saved = match staged(&view) {
+        let saved = match staged(&view.summary) {
             Some((_, saved)) => {
                 let plan = self.plan(&snapshots, |s| s.restore_plan(&saved))?;
                 self.apply_plan(&snapshots, plan).await?;
@@ -249,7 +249,7 @@ impl Agent {
     /// Clears a staged revert: the files come back as they were before it (redo).
     pub async fn unrevert(&self, sid: &str) -> Result<Vec<String>, String> {
         let view = self.view(sid)?;
-        let Some((_, saved)) = staged(&view) else {
+        let Some((_, saved)) = staged(&view.summary) else {
             return Err("nothing to redo: no revert is staged in this session".into());
         };
         let snapshots = self.snapshots_or_err()?;
@@ -267,8 +267,11 @@ impl Agent {
 
     /// Makes a staged revert final: the messages from the revert point on are deleted.
     pub fn commit_revert(&self, sid: &str) -> Result<bool, String> {
-        let view = self.view(sid)?;
-        let Some((message_id, _)) = staged(&view) else {
+        // Runs before every prompt: the summary is enough, not the whole session.
+        let summary = self
+            .with_store(|s| s.summary(sid))?
+            .ok_or_else(|| format!("no session {sid}"))?;
+        let Some((message_id, _)) = staged(&summary) else {
             return Ok(false);
         };
         self.append(
@@ -287,7 +290,7 @@ impl Agent {
     /// so an editor can put it back in the input box.
     pub async fn undo(&self, sid: &str) -> Result<RevertInfo, String> {
         let view = self.view(sid)?;
-        let limit = staged(&view)
+        let limit = staged(&view.summary)
             .and_then(|(id, _)| view.messages.iter().position(|m| m.message_id == id))
             .unwrap_or(view.messages.len());
         let Some(message) = view.messages[..limit]

@@ -283,17 +283,21 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// One session with its messages, parts, inbox and todos.
-    pub fn session(&self, session_id: &str) -> Result<Option<SessionView>> {
-        let summary = self
+    /// One session's summary (status, mode, revert), without its messages.
+    pub fn summary(&self, session_id: &str) -> Result<Option<SessionSummary>> {
+        Ok(self
             .conn
             .query_row(
                 &format!("{SUMMARY_SELECT} WHERE s.id = ?1"),
                 params![session_id],
                 summary_from_row,
             )
-            .optional()?;
-        let Some(summary) = summary else {
+            .optional()?)
+    }
+
+    /// One session with its messages, parts, inbox and todos.
+    pub fn session(&self, session_id: &str) -> Result<Option<SessionView>> {
+        let Some(summary) = self.summary(session_id)? else {
             return Ok(None);
         };
         let mut messages: Vec<MessageView> = Vec::new();
@@ -380,27 +384,15 @@ impl Store {
 
     /// Parts in one of `statuses`: (session id, part id, data), oldest first.
     pub fn parts_with_status(&self, statuses: &[&str]) -> Result<Vec<(String, String, Value)>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT session_id, id, data, status FROM part WHERE status IS NOT NULL ORDER BY seq",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get::<_, Option<String>>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-            ))
+        let marks = vec!["?"; statuses.len()].join(", ");
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT session_id, id, data FROM part
+             WHERE session_id IS NOT NULL AND status IN ({marks}) ORDER BY seq"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(statuses), |r| {
+            Ok((r.get(0)?, r.get(1)?, json_column(r.get::<_, String>(2)?)))
         })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (sid, id, data, status) = row?;
-            if let Some(sid) = sid
-                && statuses.contains(&status.as_str())
-            {
-                out.push((sid, id, json_column(data)));
-            }
-        }
-        Ok(out)
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Saved "always" answers of a project: (permission, pattern).
