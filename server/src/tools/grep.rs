@@ -15,7 +15,6 @@ use super::glob::{matcher, search_root, show_path, walker};
 use super::{Prepared, ToolContext, ToolError, ToolOutput, TypedTool};
 
 pub const MAX_MATCHES: usize = 100;
-const MAX_LINE_CHARS: usize = 2000;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -130,10 +129,7 @@ impl TypedTool for Grep {
                 let total = hits.len();
                 let mut output = String::new();
                 for h in hits.iter().take(MAX_MATCHES) {
-                    let text = match h.text.char_indices().nth(MAX_LINE_CHARS) {
-                        Some((cut, _)) => format!("{}…", &h.text[..cut]),
-                        None => h.text.clone(),
-                    };
+                    let text = super::read::cut_line(&h.text);
                     output.push_str(&format!(
                         "{}:{}: {text}\n",
                         show_path(ctx, &root.path, &base, &h.path),

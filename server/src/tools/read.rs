@@ -9,7 +9,7 @@ use super::{Need, Prepared, ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::editor::PermissionRequest;
 
 const DEFAULT_LIMIT: usize = 2000;
-const MAX_LINE_CHARS: usize = 2000;
+pub const MAX_LINE_CHARS: usize = 2000;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -40,19 +40,25 @@ pub fn read_need(tool: &str, display: &str) -> Need {
     }
 }
 
+/// A line as tools show it: cut after [`MAX_LINE_CHARS`] characters, saying so.
+pub fn cut_line(line: &str) -> std::borrow::Cow<'_, str> {
+    match line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((cut, _)) => format!(
+            "{}… (line cut at {MAX_LINE_CHARS} characters)",
+            &line[..cut]
+        )
+        .into(),
+        None => line.into(),
+    }
+}
+
 /// Numbered lines, as `read` shows them: `00042| text`.
 pub fn number_lines(text: &str, first: usize, limit: usize) -> (String, usize, usize) {
     let total = text.lines().count();
     let mut out = String::new();
     let mut shown = 0;
     for (i, line) in text.lines().enumerate().skip(first - 1).take(limit) {
-        let line = match line.char_indices().nth(MAX_LINE_CHARS) {
-            Some((cut, _)) => format!(
-                "{}… (line cut at {MAX_LINE_CHARS} characters)",
-                &line[..cut]
-            ),
-            None => line.to_string(),
-        };
+        let line = cut_line(line);
         out.push_str(&format!("{:05}| {line}\n", i + 1));
         shown += 1;
     }
