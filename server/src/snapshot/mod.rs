@@ -8,6 +8,7 @@
 //! snapshot id. The user's `.git` is only ever read.
 
 mod lock;
+mod pack;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::OsStrExt;
@@ -18,6 +19,7 @@ use git2::{IndexEntry, IndexTime, ObjectType, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
 pub use lock::Lock;
+use pack::ObjectSink;
 
 /// Untracked files larger than this are not snapshotted.
 pub const MAX_UNTRACKED_BYTES: u64 = 2 * 1024 * 1024;
@@ -138,19 +140,33 @@ fn safe_relative(path: &str) -> Option<PathBuf> {
         .then_some(p)
 }
 
-/// Writes one snapshot's objects: the changed blobs (through `stage`), then the trees.
-/// Objects are written loose; `Odb::write` skips any that already exist (also through the
-/// alternates), so an unchanged committed file costs nothing. Returns the tree id and how
-/// many entries were staged.
-fn write_snapshot(
-    repo: &Repository,
-    index: &mut git2::Index,
-    stage: impl FnOnce(&git2::Odb<'_>, &mut git2::Index) -> Result<usize>,
-) -> Result<(String, usize)> {
-    let odb = repo.odb()?;
-    let staged = stage(&odb, index)?;
-    let tree = index.write_tree_to(repo)?;
-    Ok((tree.to_string(), staged))
+/// Above this many changed paths a snapshot's trees are all rebuilt rather than edited.
+const TREE_EDIT_MAX: usize = 1000;
+
+/// What staging did to the index.
+#[derive(Default)]
+struct Staged {
+    /// Paths whose content or mode changed (or that were removed).
+    changed: Vec<Vec<u8>>,
+    /// Entries written, changed or not (a refreshed stat cache must be saved too).
+    updated: usize,
+    /// Files that already had an entry.
+    matched: usize,
+}
+
+impl Staged {
+    fn add(&mut self, existing: Option<&IndexEntry>, rel: &[u8], id: Oid, mode: u32) {
+        if existing.is_none_or(|e| e.id != id || e.mode != mode) {
+            self.changed.push(rel.to_vec());
+        }
+        self.updated += 1;
+    }
+
+    fn merge(&mut self, other: Staged) {
+        self.changed.extend(other.changed);
+        self.updated += other.updated;
+        self.matched += other.matched;
+    }
 }
 
 /// The hidden index kept in memory between snapshots, and the state of its file when it was
@@ -334,6 +350,8 @@ impl Snapshots {
         ignore::WalkBuilder::new(&root)
             .hidden(false)
             .parents(true)
+            // `.ignore` files are ripgrep's, not git's: what they list is still snapshotted.
+            .ignore(false)
             .follow_links(false)
             .require_git(false)
             .filter_entry(move |e| {
@@ -368,25 +386,38 @@ impl Snapshots {
     /// Takes a snapshot of the whole work tree; returns its tree id.
     pub fn track(&self) -> Result<String> {
         let _lock = Lock::acquire(&self.git_dir)?;
-        let files = self.walk();
+        let mut files = self.walk();
         self.with_index(true, |index, index_written, last_tree| {
-            let seen: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
-            // Entries whose file is gone.
-            let gone: Vec<Vec<u8>> = index
-                .iter()
-                .filter(|e| e.mode != 0o160000 && !seen.contains(e.path.as_slice()))
-                .map(|e| e.path)
-                .collect();
-            let removed = gone.len();
-            for path in gone {
-                index.remove_path(Path::new(std::ffi::OsStr::from_bytes(&path)))?;
+            let odb = self.repo.odb()?;
+            let mut sink = ObjectSink::new(&odb);
+            let present = files.iter().map(|(p, md)| (p.as_slice(), md));
+            let mut staged = self.stage(&mut sink, index, present, index_written)?;
+            // Entries the walk did not meet: gone, or tracked although ignored (git keeps
+            // those, so does a snapshot). Skipped when every entry was met.
+            if staged.matched + self.gitlinks.len() < index.len() {
+                let seen: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
+                let unseen: Vec<Vec<u8>> = index
+                    .iter()
+                    .filter(|e| e.mode != 0o160000 && !seen.contains(e.path.as_slice()))
+                    .map(|e| e.path)
+                    .collect();
+                files.clear();
+                for path in unseen {
+                    let rel = Path::new(std::ffi::OsStr::from_bytes(&path));
+                    match std::fs::symlink_metadata(self.worktree.join(rel)) {
+                        Ok(md) if !md.is_dir() => files.push((path, md)),
+                        _ => {
+                            index.remove_path(rel)?;
+                            staged.changed.push(path);
+                            staged.updated += 1;
+                        }
+                    }
+                }
+                let kept = files.iter().map(|(p, md)| (p.as_slice(), md));
+                staged.merge(self.stage(&mut sink, index, kept, index_written)?);
             }
-            let (tree, staged) = write_snapshot(&self.repo, index, |odb, index| {
-                let files = files.iter().map(|(p, md)| (p.as_slice(), md));
-                self.stage(odb, index, files, index_written)
-            })?;
-            *last_tree = Oid::from_str(&tree).ok();
-            Ok((tree, staged + removed > 0))
+            let tree = self.snapshot_tree(index, last_tree, &staged.changed, &mut sink)?;
+            Ok((tree.to_string(), staged.updated > 0))
         })
     }
 
@@ -397,71 +428,109 @@ impl Snapshots {
         let _lock = Lock::acquire(&self.git_dir)?;
         self.with_index(false, |index, _, last_tree| {
             let mut present = Vec::new();
+            let mut staged = Staged::default();
             for rel in paths {
                 match std::fs::symlink_metadata(self.worktree.join(rel)) {
                     Ok(md) if !md.is_dir() => {
                         present.push((rel.as_os_str().as_bytes().to_vec(), md))
                     }
                     _ => {
-                        let _ = index.remove_path(rel);
+                        if index.remove_path(rel).is_ok() {
+                            staged.changed.push(rel.as_os_str().as_bytes().to_vec());
+                            staged.updated += 1;
+                        }
                     }
                 }
             }
             let odb = self.repo.odb()?;
+            let mut sink = ObjectSink::new(&odb);
             let files = present.iter().map(|(p, md)| (p.as_slice(), md));
-            self.stage(&odb, index, files, None)?;
-            // Edit the last tree for just these paths: only their folders' trees are
-            // written, where `write_tree` would rebuild every tree of the index.
-            let tree = match last_tree.and_then(|id| self.repo.find_tree(id).ok()) {
-                Some(base) => {
-                    let mut update = git2::build::TreeUpdateBuilder::new();
-                    for rel in paths {
-                        match index.get_path(rel, 0) {
-                            Some(e) => {
-                                let mode = match e.mode {
-                                    0o100755 => git2::FileMode::BlobExecutable,
-                                    0o120000 => git2::FileMode::Link,
-                                    _ => git2::FileMode::Blob,
-                                };
-                                update.upsert(rel.as_os_str().as_bytes(), e.id, mode);
-                            }
-                            None if base.get_path(rel).is_ok() => {
-                                update.remove(rel.as_os_str().as_bytes());
-                            }
-                            None => {}
-                        }
-                    }
-                    update.create_updated(&self.repo, &base)?
-                }
-                None => index.write_tree_to(&self.repo)?,
-            };
-            *last_tree = Some(tree);
-            Ok((tree.to_string(), !paths.is_empty()))
+            staged.merge(self.stage(&mut sink, index, files, None)?);
+            let tree = self.snapshot_tree(index, last_tree, &staged.changed, &mut sink)?;
+            Ok((tree.to_string(), staged.updated > 0))
         })
     }
 
+    /// The tree of the index after `changed` paths changed: the last tree itself when
+    /// nothing did, the last tree edited for those paths alone when few did (only their
+    /// folders' trees are written), else every tree rebuilt from the index. Flushes `sink`.
+    fn snapshot_tree(
+        &self,
+        index: &mut git2::Index,
+        last_tree: &mut Option<Oid>,
+        changed: &[Vec<u8>],
+        sink: &mut ObjectSink<'_, '_>,
+    ) -> Result<Oid> {
+        let base = last_tree.and_then(|id| self.repo.find_tree(id).ok());
+        let tree = match base {
+            Some(base) if changed.is_empty() => {
+                sink.flush()?;
+                base.id()
+            }
+            Some(base) if changed.len() <= TREE_EDIT_MAX => {
+                // libgit2 checks that the blobs exist.
+                sink.flush()?;
+                let mut update = git2::build::TreeUpdateBuilder::new();
+                for rel in changed {
+                    let path = Path::new(std::ffi::OsStr::from_bytes(rel));
+                    match index.get_path(path, 0) {
+                        Some(e) => {
+                            let mode = match e.mode {
+                                0o100755 => git2::FileMode::BlobExecutable,
+                                0o120000 => git2::FileMode::Link,
+                                _ => git2::FileMode::Blob,
+                            };
+                            update.upsert(rel, e.id, mode);
+                        }
+                        None if base.get_path(path).is_ok() => {
+                            update.remove(rel);
+                        }
+                        None => {}
+                    }
+                }
+                update.create_updated(&self.repo, &base)?
+            }
+            // Many new objects: the trees join the blobs in the pack.
+            _ if sink.is_packing() => {
+                let id = pack::write_index_trees(index, sink)?;
+                sink.flush()?;
+                id
+            }
+            // Otherwise libgit2, which reuses the trees the index has cached (a copy of the
+            // user's index comes with them).
+            _ => {
+                sink.flush()?;
+                index.write_tree_to(&self.repo)?
+            }
+        };
+        *last_tree = Some(tree);
+        Ok(tree)
+    }
+
+    /// Stages `files` (relative path, metadata) into the index, their new blobs into `sink`.
     fn stage<'a>(
         &self,
-        odb: &git2::Odb<'_>,
+        sink: &mut ObjectSink<'_, '_>,
         index: &mut git2::Index,
         files: impl Iterator<Item = (&'a [u8], &'a std::fs::Metadata)>,
         index_written: Option<std::time::SystemTime>,
-    ) -> Result<usize> {
-        let mut staged = 0;
+    ) -> Result<Staged> {
+        let mut out = Staged::default();
         for (rel, md) in files {
             let path = Path::new(std::ffi::OsStr::from_bytes(rel));
             let mode = entry_mode(md);
+            let existing = index.get_path(path, 0);
+            out.matched += usize::from(existing.is_some());
             if let Some(text) = self.overlay.get(rel)
                 && md.is_file()
             {
                 // An unsaved buffer: its text, with no stat data, so that the next snapshot
                 // looks at the file again.
-                let id = odb.write(ObjectType::Blob, text)?;
+                let id = sink.add(ObjectType::Blob, text)?;
+                out.add(existing.as_ref(), rel, id, mode);
                 index.add(&index_entry(rel, mode, id, text.len(), None))?;
-                staged += 1;
                 continue;
             }
-            let existing = index.get_path(path, 0);
             // "Racily clean": modified in the same instant the index was written.
             let racy = index_written.is_some_and(|t| md.modified().map(|m| m >= t).unwrap_or(true));
             if let Some(e) = &existing
@@ -487,11 +556,11 @@ impl Snapshots {
                     Err(_) => continue, // vanished or unreadable since the walk
                 }
             };
-            let id = odb.write(ObjectType::Blob, &data)?;
+            let id = sink.add(ObjectType::Blob, &data)?;
+            out.add(existing.as_ref(), rel, id, mode);
             index.add(&index_entry(rel, mode, id, md.len() as usize, Some(md)))?;
-            staged += 1;
         }
-        Ok(staged)
+        Ok(out)
     }
 
     fn tree(&self, id: &str) -> Result<git2::Tree<'_>> {
@@ -721,11 +790,16 @@ impl Snapshots {
             return Ok(0);
         }
         let _lock = Lock::acquire(&self.git_dir)?;
-        let mut builder = self.repo.packbuilder()?;
+        let odb = self.repo.odb()?;
+        let mut pack = pack::PackStream::default();
         for (oid, _) in &loose {
-            builder.insert_object(*oid, None)?;
+            let object = odb.read(*oid)?;
+            pack.push(object.kind(), object.data())?;
+            if pack.len() >= pack::PACK_FLUSH_BYTES {
+                pack.write_to(&odb)?;
+            }
         }
-        builder.write(&self.git_dir.join("objects/pack"), 0o644)?;
+        pack.write_to(&odb)?;
         for (_, path) in &loose {
             let _ = std::fs::remove_file(path);
         }
