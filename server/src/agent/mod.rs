@@ -60,6 +60,10 @@ pub struct Agent {
     /// The hidden snapshot repository, opened on first use (`None` when snapshots are off or
     /// it cannot be opened).
     snapshots: std::sync::OnceLock<Option<revert::SharedSnapshots>>,
+    /// Held by a revert, redo or undo from start to end, and by a prompt while it is
+    /// admitted: a prompt sent while a redo is still restoring files would otherwise commit
+    /// the revert the redo is about to clear (and delete the messages it brings back).
+    revert_guard: tokio::sync::Mutex<()>,
 }
 
 type StoreResult<T> = Result<T, String>;
@@ -80,6 +84,7 @@ impl Agent {
             registry: Registry::standard(),
             editor,
             snapshots: std::sync::OnceLock::new(),
+            revert_guard: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -184,7 +189,16 @@ impl Agent {
 
     /// Admits user input (persisted before this returns). Creates the session when `session`
     /// is `None`. Returns (session id, input id).
-    pub fn prompt(&self, session: Option<&str>, text: &str) -> StoreResult<(String, String)> {
+    /// Admits `text` into the session's inbox (a new session when `session` is `None`);
+    /// `context` (what the editor showed: a selection, the open file) goes with it as a
+    /// note beside the text, so the text stays the user's own words (undo gives it back).
+    pub async fn prompt(
+        &self,
+        session: Option<&str>,
+        text: &str,
+        context: Option<String>,
+    ) -> StoreResult<(String, String)> {
+        let _no_revert_under_way = self.revert_guard.lock().await;
         let sid = match session {
             Some(id) => id.to_string(),
             None => {
@@ -211,7 +225,7 @@ impl Agent {
             vec![Event::InputAdmitted {
                 input_id: input_id.clone(),
                 text: text.into(),
-                context: Value::Null,
+                context: context.map_or(Value::Null, |note| json!({ "note": note })),
             }],
         )?;
         Ok((sid, input_id))
@@ -325,11 +339,25 @@ impl Agent {
     /// instructions changed since the baseline (or the last note).
     fn promote(&self, sid: &str, input_id: &str) -> StoreResult<()> {
         let message_id = new_id();
+        let context = self
+            .with_store(|s| s.inbox(sid))?
+            .into_iter()
+            .find(|i| i.input_id == input_id)
+            .and_then(|i| i.context["note"].as_str().map(String::from));
         let mut events = vec![Event::InputPromoted {
             input_id: input_id.into(),
             message_id: message_id.clone(),
             part_id: new_id(),
         }];
+        if let Some(note) = context {
+            events.push(Event::PartAdded {
+                part_id: new_id(),
+                message_id: message_id.clone(),
+                kind: "note".into(),
+                data: json!({ "text": note }),
+                status: None,
+            });
+        }
         let record = self.latest_record(sid)?;
         let (note, new_record) = baseline::changes(&self.workspace, &record);
         if let Some(text) = note {

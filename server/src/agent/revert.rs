@@ -182,6 +182,11 @@ impl Agent {
 
     /// Stages a revert to just before `message_id`. Refused while the session runs.
     pub async fn revert_to(&self, sid: &str, message_id: &str) -> Result<RevertInfo, String> {
+        let _busy = self.revert_guard.lock().await;
+        self.stage_revert(sid, message_id).await
+    }
+
+    async fn stage_revert(&self, sid: &str, message_id: &str) -> Result<RevertInfo, String> {
         let snapshots = self.snapshots_or_err()?;
         let view = self.view(sid)?;
         if view.summary.status == "busy" {
@@ -248,6 +253,7 @@ impl Agent {
 
     /// Clears a staged revert: the files come back as they were before it (redo).
     pub async fn unrevert(&self, sid: &str) -> Result<Vec<String>, String> {
+        let _busy = self.revert_guard.lock().await;
         let view = self.view(sid)?;
         let Some((_, saved)) = staged(&view.summary) else {
             return Err("nothing to redo: no revert is staged in this session".into());
@@ -289,6 +295,7 @@ impl Agent {
     /// Stages the last user message (before any staged revert point) and returns its text,
     /// so an editor can put it back in the input box.
     pub async fn undo(&self, sid: &str) -> Result<RevertInfo, String> {
+        let _busy = self.revert_guard.lock().await;
         let view = self.view(sid)?;
         let limit = staged(&view.summary)
             .and_then(|(id, _)| view.messages.iter().position(|m| m.message_id == id))
@@ -306,7 +313,7 @@ impl Agent {
             .filter(|p| p.kind == "text")
             .filter_map(|p| p.data["text"].as_str())
             .collect();
-        let mut info = self.revert_to(sid, &message.message_id.clone()).await?;
+        let mut info = self.stage_revert(sid, &message.message_id.clone()).await?;
         info.text = Some(text);
         Ok(info)
     }

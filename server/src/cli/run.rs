@@ -379,7 +379,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         session.expect("checked above")
     } else {
         agent
-            .prompt(session.as_deref(), &prompt)
+            .prompt(session.as_deref(), &prompt, None)
+            .await
             .map_err(|e| anyhow::anyhow!(e))?
             .0
     };

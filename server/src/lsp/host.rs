@@ -91,12 +91,13 @@ impl AgentHost {
     }
 
     /// Admits `text` (persisted) and starts the session's task if it is idle. Answers at once.
-    pub fn prompt(
+    pub async fn prompt(
         self: &Arc<Self>,
         config: &Config,
         root: &Path,
         session: Option<&str>,
         text: &str,
+        context: Option<String>,
         mode: Option<&str>,
     ) -> Result<Value, String> {
         let agent = self.agent(config, root)?;
@@ -105,7 +106,7 @@ impl AgentHost {
                 .err()
                 .unwrap_or_else(|| "no model provider".into()));
         }
-        let (sid, input_id) = agent.prompt(session, text)?;
+        let (sid, input_id) = agent.prompt(session, text, context).await?;
         if let Some(mode) = mode {
             self.set_mode(&sid, mode)?;
         }

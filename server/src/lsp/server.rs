@@ -151,12 +151,10 @@ impl Backend {
         Ok((root, state.config.effective()))
     }
 
-    /// The prompt text with the selection and the diagnostics in it.
-    fn with_context(&self, text: &str, uri: &Uri, range: Option<Range>) -> String {
+    /// What the editor shows with a prompt: the selection and its diagnostics, or the file.
+    fn context_note(&self, uri: &Uri, range: Option<Range>) -> Option<String> {
         let state = self.state();
-        let Some(doc) = state.documents.get(uri) else {
-            return text.to_string();
-        };
+        let doc = state.documents.get(uri)?;
         let path = uri_path(uri).unwrap_or_default();
         let shown = match &state.root {
             Some(root) => path
@@ -166,11 +164,11 @@ impl Backend {
                 .to_string(),
             None => path.display().to_string(),
         };
-        let mut out = text.to_string();
+        let mut out = String::new();
         if let Some(range) = range.filter(|r| r.start != r.end) {
             let selection = doc.slice(range, state.encoding);
             out.push_str(&format!(
-                "\n\n<selection path=\"{shown}\" lines=\"{}-{}\">\n{}\n</selection>",
+                "<selection path=\"{shown}\" lines=\"{}-{}\">\n{}\n</selection>",
                 range.start.line + 1,
                 range.end.line + 1,
                 selection.trim_end()
@@ -192,9 +190,9 @@ impl Backend {
                 ));
             }
         } else {
-            out.push_str(&format!("\n\n(The user is looking at {shown}.)"));
+            out.push_str(&format!("(The user is looking at {shown}.)"));
         }
-        out
+        Some(out)
     }
 
     fn to_rpc(e: String) -> Error {
@@ -208,18 +206,20 @@ impl Backend {
     /// `agent/prompt`: admits the input and answers at once with its ids.
     pub async fn prompt(&self, params: PromptParams) -> Result<Value> {
         let (root, config) = self.workspace()?;
-        let text = match &params.context {
-            Some(c) => self.with_context(&params.text, &c.uri, c.range),
-            None => params.text.clone(),
-        };
+        let note = params
+            .context
+            .as_ref()
+            .and_then(|c| self.context_note(&c.uri, c.range));
         self.host()
             .prompt(
                 &config,
                 &root,
                 params.session_id.as_deref(),
-                &text,
+                &params.text,
+                note,
                 params.mode.as_deref(),
             )
+            .await
             .map_err(Self::to_rpc)
     }
 
@@ -663,11 +663,12 @@ impl LanguageServer for Backend {
                     ),
                     other => return Err(Error::invalid_params(format!("unknown agent.run kind {other:?}"))),
                 };
-                let text = self.with_context(&text, &uri, range);
+                let note = self.context_note(&uri, range);
                 let (root, config) = self.workspace()?;
                 let reply = self
                     .host()
-                    .prompt(&config, &root, arg["sessionId"].as_str(), &text, None)
+                    .prompt(&config, &root, arg["sessionId"].as_str(), &text, note, None)
+                    .await
                     .map_err(Self::to_rpc)?;
                 Ok(Some(reply))
             }

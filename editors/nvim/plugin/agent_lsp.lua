@@ -1,0 +1,45 @@
+-- agent-lsp for Neovim: the commands. The client starts with require("agent_lsp").setup().
+if vim.g.loaded_agent_lsp then
+  return
+end
+vim.g.loaded_agent_lsp = true
+
+local function agent()
+  return require("agent_lsp")
+end
+
+local command = vim.api.nvim_create_user_command
+
+command("Agent", function(opts)
+  agent().ask(opts.args, opts.range > 0 and { opts.line1, opts.line2 } or nil)
+end, { nargs = "*", range = true, desc = "Ask the agent (a range adds the selection)" })
+
+command("AgentChat", function()
+  agent().chat()
+end, { desc = "Open the agent's chat" })
+
+command("AgentCancel", function()
+  agent().cancel()
+end, { desc = "Stop the agent's turn" })
+
+command("AgentUndo", function()
+  agent().undo()
+end, { desc = "Revert the agent's last turn; its prompt comes back in the input" })
+
+command("AgentRedo", function()
+  agent().redo()
+end, { desc = "Bring back what :AgentUndo reverted" })
+
+command("AgentSessions", function()
+  agent().sessions()
+end, { desc = "Pick a session to resume" })
+
+command("AgentMode", function(opts)
+  agent().set_mode(opts.args)
+end, {
+  nargs = 1,
+  complete = function()
+    return { "build", "plan", "auto" }
+  end,
+  desc = "Set the agent's mode",
+})

