@@ -37,6 +37,18 @@ pub struct PermissionRequest {
     /// Paths outside the workspace that a bash command mentions.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub external_paths: Vec<String>,
+    /// For edits: each file's text before and after, so an editor can open its diff view.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ProposedChange>,
+}
+
+/// One file an edit would change.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposedChange {
+    pub path: PathBuf,
+    pub old_text: String,
+    pub new_text: String,
 }
 
 /// The user's answer to a permission request.

@@ -90,6 +90,11 @@ async fn a_client_with_every_flag_streams_approves_and_gets_the_edit_in_its_buff
     assert_eq!(ask["params"]["permission"], "edit");
     assert_eq!(ask["params"]["sessionId"], sid);
     assert!(ask["params"]["diff"].as_str().unwrap().contains("+    42"));
+    // Before and after, for an editor's diff view.
+    let change = &ask["params"]["changes"][0];
+    assert!(change["path"].as_str().unwrap().ends_with("src/lib.rs"));
+    assert!(change["oldText"].as_str().unwrap().contains("    41"));
+    assert!(change["newText"].as_str().unwrap().contains("    42"));
     let edit = client.wait_for("workspace/applyEdit", |_| true).await;
     let change = &edit["params"]["edit"]["documentChanges"][0];
     assert_eq!(change["textDocument"]["uri"], uri);

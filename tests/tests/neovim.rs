@@ -58,7 +58,10 @@ fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
     cmd.args(["--headless", "-u", "NONE", "-i", "NONE", "-n", "--cmd"])
         .arg(format!("set rtp^={}", plugin.display()))
         .arg("-c")
-        .arg(format!("luafile {}", plugin.join("tests/e2e.lua").display()))
+        .arg(format!(
+            "luafile {}",
+            plugin.join("tests/e2e.lua").display()
+        ))
         .current_dir(env.workspace())
         .env("XDG_STATE_HOME", env.dir.path().join("state"))
         .env("FAKE_KEY", "k")
@@ -84,7 +87,10 @@ fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
         .find(|r| r.body.to_string().contains("run the tests"))
         .expect("the second prompt reached the model");
     assert!(
-        with_selection.body.to_string().contains("pub fn answer() -> u32"),
+        with_selection
+            .body
+            .to_string()
+            .contains("pub fn answer() -> u32"),
         "the selected lines are in the prompt"
     );
     // The disk was never written by the agent: open buffers are the editor's to save.

@@ -351,6 +351,20 @@ impl TypedTool for ApplyPatch {
                 patterns: patterns.clone(),
                 always: vec!["*".into()],
                 diff: Some(diff.clone()),
+                changes: changes
+                    .iter()
+                    .map(|c| crate::editor::ProposedChange {
+                        path: c.to.as_ref().unwrap_or(&c.from).path.clone(),
+                        old_text: String::from_utf8_lossy(
+                            c.old_bytes.as_deref().unwrap_or_default(),
+                        )
+                        .into_owned(),
+                        new_text: String::from_utf8_lossy(
+                            c.new_bytes.as_deref().unwrap_or_default(),
+                        )
+                        .into_owned(),
+                    })
+                    .collect(),
                 ..Default::default()
             },
         });

@@ -239,7 +239,9 @@ impl TypedTool for Edit {
         needs.push(edit_need(
             Self::NAME,
             &display,
-            unified_diff(&display, &file.text, &preview),
+            &r.path,
+            &file.text,
+            &preview,
         ));
         let replace_all = args.replace_all;
         Ok(Prepared::new(needs, move |ctx| {

@@ -516,8 +516,9 @@ pub fn unified_diff(display_path: &str, old: &str, new: &str) -> String {
         .to_string()
 }
 
-/// The permission request for an edit-like tool on one file.
-pub fn edit_need(tool: &str, display: &str, diff: String) -> Need {
+/// The permission request for an edit-like tool on one file (`path`, shown as `display`)
+/// that would turn `old` into `new`.
+pub fn edit_need(tool: &str, display: &str, path: &Path, old: &str, new: &str) -> Need {
     Need {
         request: PermissionRequest {
             permission: "edit".into(),
@@ -525,7 +526,12 @@ pub fn edit_need(tool: &str, display: &str, diff: String) -> Need {
             title: format!("{tool} {display}"),
             patterns: vec![display.to_string()],
             always: vec!["*".into()],
-            diff: Some(diff),
+            diff: Some(unified_diff(display, old, new)),
+            changes: vec![crate::editor::ProposedChange {
+                path: path.to_path_buf(),
+                old_text: old.into(),
+                new_text: new.into(),
+            }],
             ..Default::default()
         },
     }

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::files::{self, TextFile};
-use super::{Prepared, ToolContext, ToolError, ToolOutput, TypedTool, edit_need, unified_diff};
+use super::{Prepared, ToolContext, ToolError, ToolOutput, TypedTool, edit_need};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -45,11 +45,7 @@ impl TypedTool for Write {
             .map(|f| f.text.clone())
             .unwrap_or_default();
         let new_text = TextFile::from_text(&args.content).text;
-        needs.push(edit_need(
-            Self::NAME,
-            &display,
-            unified_diff(&display, &old, &new_text),
-        ));
+        needs.push(edit_need(Self::NAME, &display, &r.path, &old, &new_text));
         let encoded = match &existing {
             Some(file) => file.encode(&new_text),
             None => args.content,
