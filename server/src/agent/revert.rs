@@ -243,6 +243,12 @@ impl Agent {
                 files: files.clone(),
             }],
         )?;
+        // Editors mark the reverted messages (until a redo, or the next prompt deletes them).
+        self.editor.publish(Update::Revert {
+            session_id: sid.into(),
+            message_id: Some(message_id.into()),
+            files: files.clone(),
+        });
         Ok(RevertInfo {
             message_id: message_id.into(),
             files,

@@ -1,0 +1,336 @@
+// agent-lsp for VS Code: starts the server through vscode-languageclient, shows the chat
+// in a side-bar webview, asks for approvals with a modal dialog (with the proposed change
+// in the diff editor on request), and keeps the status bar up to date. The agent's edits
+// to open documents arrive as workspace/applyEdit, so they sit in VS Code's undo stack.
+
+import * as vscode from "vscode";
+import {
+  LanguageClient,
+  type LanguageClientOptions,
+  type ServerOptions,
+  type StaticFeature,
+  type ClientCapabilities,
+} from "vscode-languageclient/node";
+import {
+  ALLOW_ONCE,
+  ALWAYS,
+  DENY,
+  SHOW_DIFF,
+  applyUpdate,
+  emptyState,
+  fromHistory,
+  permissionReply,
+  serverSettings,
+  statusText,
+  type ChatState,
+  type Diff,
+} from "./model";
+import { ChatView } from "./chatView";
+
+const SESSION_KEY = "agent-lsp.session";
+
+/** Declares the `experimental.agent` capabilities: streaming, approvals and questions. */
+class AgentFeature implements StaticFeature {
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    capabilities.experimental = {
+      ...(capabilities.experimental as object),
+      agent: { updates: true, permissions: true, questions: true },
+    };
+  }
+  getState() {
+    return { kind: "static" as const };
+  }
+  initialize(): void {}
+  clear(): void {}
+}
+
+/** Before/after texts for the diff editor, by URI (`agent-lsp-diff:` documents). */
+class DiffTexts implements vscode.TextDocumentContentProvider {
+  private texts = new Map<string, string>();
+  private n = 0;
+  put(label: string, path: string, text: string): vscode.Uri {
+    const uri = vscode.Uri.from({
+      scheme: "agent-lsp-diff",
+      path,
+      query: `${label}-${++this.n}`,
+    });
+    this.texts.set(uri.toString(), text);
+    return uri;
+  }
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    return this.texts.get(uri.toString()) ?? "";
+  }
+}
+
+export class Agent {
+  client: LanguageClient | undefined;
+  state: ChatState = emptyState();
+  waiting = 0;
+  private status: vscode.StatusBarItem;
+  private diffs = new DiffTexts();
+  view: ChatView;
+  private log: vscode.OutputChannel;
+
+  constructor(private context: vscode.ExtensionContext) {
+    this.log = vscode.window.createOutputChannel("agent-lsp");
+    this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 100);
+    this.status.command = "agent-lsp.showChat";
+    this.status.name = "agent-lsp";
+    this.view = new ChatView(context.extensionUri, this);
+    context.subscriptions.push(
+      this.log,
+      this.status,
+      vscode.workspace.registerTextDocumentContentProvider("agent-lsp-diff", this.diffs),
+      vscode.window.registerWebviewViewProvider(ChatView.id, this.view, {
+        webviewOptions: { retainContextWhenHidden: true },
+      }),
+    );
+    this.refresh();
+    this.status.show();
+  }
+
+  async start() {
+    const config = vscode.workspace.getConfiguration("agent-lsp");
+    const command = config.get<string>("serverPath") || "agent-lsp";
+    const serverOptions: ServerOptions = { command, args: ["lsp"] };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: "file" }],
+      initializationOptions: serverSettings((k) => config.get<string>(k)),
+      outputChannel: this.log,
+    };
+    const client = new LanguageClient("agent-lsp", "agent-lsp", serverOptions, clientOptions);
+    client.registerFeature(new AgentFeature());
+    client.onNotification("agent/update", (params: any) => this.onUpdate(params));
+    client.onRequest("agent/requestPermission", (params: any) => this.approve(params));
+    client.onRequest("agent/question", (params: any) => this.questions(params));
+    this.client = client;
+    await client.start();
+    const saved = this.context.workspaceState.get<string>(SESSION_KEY);
+    if (saved) await this.resume(saved).catch(() => undefined);
+  }
+
+  /** Redraws the status bar and the chat view. */
+  refresh() {
+    this.status.text = statusText(this.state, this.waiting);
+    this.status.tooltip = "agent-lsp: show the chat";
+    this.view.render(this.state);
+  }
+
+  private onUpdate(params: any) {
+    if (!params?.update) return;
+    if (!this.state.sessionId) this.setSession(params.sessionId);
+    if (params.sessionId !== this.state.sessionId) return;
+    applyUpdate(this.state, params.update);
+    if (params.update.kind === "error") {
+      vscode.window.showErrorMessage(`agent-lsp: ${params.update.message}`);
+    }
+    this.refresh();
+  }
+
+  private setSession(id: string) {
+    this.state.sessionId = id;
+    void this.context.workspaceState.update(SESSION_KEY, id);
+  }
+
+  async request<T = any>(method: string, params: object): Promise<T> {
+    if (!this.client) throw new Error("agent-lsp is not running");
+    return this.client.sendRequest(method, params);
+  }
+
+  /** Sends a prompt; `context` is the document and selection it is about. */
+  async prompt(text: string, context?: { uri: string; range?: object }) {
+    try {
+      const reply = await this.request("agent/prompt", {
+        text,
+        sessionId: this.state.sessionId,
+        context,
+        mode: this.state.mode,
+      });
+      if (reply?.sessionId && reply.sessionId !== this.state.sessionId) {
+        this.state = emptyState(reply.sessionId);
+        this.setSession(reply.sessionId);
+        this.refresh();
+      }
+    } catch (e: any) {
+      vscode.window.showErrorMessage(`agent-lsp: ${e?.message ?? e}`);
+    }
+  }
+
+  /** "Agent: Ask…": an input box, with the editor's selection as context. */
+  async ask(target?: { uri: string; range?: object }) {
+    const editor = vscode.window.activeTextEditor;
+    if (!target && editor && editor.document.uri.scheme === "file") {
+      const sel = editor.selection;
+      target = {
+        uri: editor.document.uri.toString(),
+        range: sel.isEmpty
+          ? undefined
+          : {
+              start: { line: sel.start.line, character: sel.start.character },
+              end: { line: sel.end.line, character: sel.end.character },
+            },
+      };
+    }
+    const text = await vscode.window.showInputBox({
+      title: "Ask the agent",
+      prompt: target?.range ? "About the selection" : undefined,
+      ignoreFocusOut: true,
+    });
+    if (text) await this.prompt(text, target);
+  }
+
+  private async approve(req: any) {
+    this.waiting++;
+    this.refresh();
+    try {
+      const detail = [
+        req.diff ?? (req.command ? `$ ${req.command}` : (req.url ?? "")),
+      ].join("\n");
+      for (;;) {
+        const buttons = req.changes?.length ? [ALLOW_ONCE, ALWAYS, DENY, SHOW_DIFF] : [ALLOW_ONCE, ALWAYS, DENY];
+        const choice = await vscode.window.showWarningMessage(
+          `The agent wants to ${req.title}`,
+          { modal: true, detail: detail.length > 4000 ? detail.slice(0, 4000) + "\n…" : detail },
+          ...buttons,
+        );
+        if (choice === SHOW_DIFF) {
+          for (const c of req.changes) {
+            await this.showDiff({ uri: vscode.Uri.file(c.path).toString(), oldText: c.oldText, newText: c.newText }, "proposed");
+          }
+          continue;
+        }
+        if (choice === DENY) {
+          const reason = await vscode.window.showInputBox({
+            title: "Why not? (the agent reads this; empty stops the turn)",
+            ignoreFocusOut: true,
+          });
+          return permissionReply(choice, reason);
+        }
+        return permissionReply(choice);
+      }
+    } finally {
+      this.waiting--;
+      this.refresh();
+    }
+  }
+
+  private async questions(params: any) {
+    const answers: string[][] = [];
+    for (const q of params?.questions ?? []) {
+      const picked = await vscode.window.showQuickPick(
+        (q.options ?? []).map((o: any) => ({ label: o.label, description: o.description })),
+        { title: q.question, canPickMany: !!q.multiple, ignoreFocusOut: true },
+      );
+      const list = Array.isArray(picked) ? picked : picked ? [picked] : [];
+      answers.push(list.map((p: any) => p.label));
+    }
+    return { answers };
+  }
+
+  /** Opens an edit's before and after in the diff editor. */
+  async showDiff(diff: Diff, label = "edit") {
+    const path = vscode.Uri.parse(diff.uri).path;
+    const left = this.diffs.put("before", path, diff.oldText ?? "");
+    const right = this.diffs.put("after", path, diff.newText ?? "");
+    const name = path.split("/").pop();
+    // Not a preview editor: that would take the place of the user's preview tab.
+    await vscode.commands.executeCommand("vscode.diff", left, right, `${name} (${label})`, {
+      preview: false,
+    });
+  }
+
+  async resume(sessionId: string) {
+    const history = await this.request("agent/history", { sessionId });
+    this.state = fromHistory(history);
+    this.setSession(sessionId);
+    this.refresh();
+  }
+
+  private need(): string | undefined {
+    if (!this.state.sessionId) {
+      vscode.window.showWarningMessage("agent-lsp: no session yet — ask something first");
+    }
+    return this.state.sessionId;
+  }
+
+  async cancel() {
+    const sid = this.need();
+    if (sid) await this.request("agent/cancel", { sessionId: sid });
+  }
+
+  async revert(messageId: string) {
+    const sid = this.need();
+    if (!sid) return;
+    try {
+      const r = await this.request("agent/revert", { sessionId: sid, messageId });
+      vscode.window.setStatusBarMessage(`agent-lsp: reverted ${r.files?.length ?? 0} file(s)`, 4000);
+    } catch (e: any) {
+      vscode.window.showErrorMessage(`agent-lsp: ${e?.message ?? e}`);
+    }
+  }
+
+  async undo() {
+    const sid = this.need();
+    if (!sid) return;
+    try {
+      const r = await this.request("agent/undo", { sessionId: sid });
+      this.view.setDraft(r.text ?? "");
+    } catch (e: any) {
+      vscode.window.showErrorMessage(`agent-lsp: ${e?.message ?? e}`);
+    }
+  }
+
+  async redo() {
+    const sid = this.need();
+    if (!sid) return;
+    try {
+      await this.request("agent/redo", { sessionId: sid });
+    } catch (e: any) {
+      vscode.window.showErrorMessage(`agent-lsp: ${e?.message ?? e}`);
+    }
+  }
+
+  async setMode(mode?: string) {
+    mode ??= await vscode.window.showQuickPick(["build", "plan", "auto"], { title: "Agent mode" });
+    if (!mode) return;
+    this.state.mode = mode;
+    if (this.state.sessionId) await this.request("agent/setMode", { sessionId: this.state.sessionId, mode });
+    this.refresh();
+  }
+
+  async pickSession() {
+    const list: any[] = await this.request("agent/sessions", {});
+    const pick = await vscode.window.showQuickPick(
+      list.map((s) => ({ label: s.title || s.sessionId, description: s.status, id: s.sessionId })),
+      { title: "Resume a session" },
+    );
+    if (pick) await this.resume(pick.id);
+  }
+}
+
+let agent: Agent | undefined;
+
+export async function activate(context: vscode.ExtensionContext) {
+  agent = new Agent(context);
+  const a = agent;
+  const command = (name: string, fn: (...args: any[]) => unknown) =>
+    context.subscriptions.push(vscode.commands.registerCommand(name, fn));
+  command("agent-lsp.ask", () => a.ask());
+  // The server's "Agent: ask…" code action runs this with {uri, range}.
+  command("agent.ask", (target?: { uri: string; range?: object }) => a.ask(target));
+  command("agent-lsp.cancel", () => a.cancel());
+  command("agent-lsp.undo", () => a.undo());
+  command("agent-lsp.redo", () => a.redo());
+  command("agent-lsp.setMode", (mode?: string) => a.setMode(mode));
+  command("agent-lsp.sessions", () => a.pickSession());
+  command("agent-lsp.showChat", () => vscode.commands.executeCommand("agent-lsp.chat.focus"));
+  await a.start().catch((e) =>
+    vscode.window.showErrorMessage(
+      `agent-lsp could not start (${e?.message ?? e}); set agent-lsp.serverPath or put agent-lsp on PATH`,
+    ),
+  );
+}
+
+export async function deactivate() {
+  await agent?.client?.stop();
+}

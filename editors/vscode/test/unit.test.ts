@@ -1,0 +1,131 @@
+// Unit tests of the pure parts (node's test runner, on the esbuild bundle of this file).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  ALLOW_ONCE,
+  ALWAYS,
+  DENY,
+  applyUpdate,
+  emptyState,
+  fromHistory,
+  permissionReply,
+  serverSettings,
+  statusText,
+} from "../src/model";
+
+test("chunks of one message merge; a new message starts a new entry", () => {
+  const s = emptyState("s1");
+  applyUpdate(s, { kind: "user_message", messageId: "u1", text: "hi" });
+  applyUpdate(s, { kind: "message_chunk", messageId: "a1", text: "Hel" });
+  applyUpdate(s, { kind: "message_chunk", messageId: "a1", text: "lo" });
+  applyUpdate(s, { kind: "message_chunk", messageId: "a2", text: "Again" });
+  assert.deepEqual(
+    s.entries.map((e) => [e.kind, (e as any).text]),
+    [
+      ["user", "hi"],
+      ["text", "Hello"],
+      ["text", "Again"],
+    ],
+  );
+});
+
+test("a tool call is one entry that its updates complete, with the diff", () => {
+  const s = emptyState();
+  applyUpdate(s, { kind: "tool_call", toolCallId: "t1", name: "edit", title: "edit src/a.rs", status: "pending" });
+  applyUpdate(s, { kind: "tool_call", toolCallId: "t1", name: "edit", title: "edit src/a.rs", status: "running" });
+  applyUpdate(s, {
+    kind: "tool_call_update",
+    toolCallId: "t1",
+    name: "edit",
+    status: "completed",
+    title: "src/a.rs",
+    output: "Edited",
+    diff: { uri: "file:///w/src/a.rs", oldText: "a", newText: "b" },
+  });
+  assert.equal(s.entries.length, 1);
+  const e = s.entries[0] as any;
+  assert.equal(e.status, "completed");
+  assert.equal(e.title, "edit src/a.rs");
+  assert.equal(e.diff.newText, "b");
+});
+
+test("status, errors and stop reasons", () => {
+  const s = emptyState();
+  applyUpdate(s, { kind: "status", status: "busy" });
+  assert.equal(s.status, "busy");
+  assert.match(statusText(s, 0), /working/);
+  assert.match(statusText(s, 1), /approval/);
+  applyUpdate(s, { kind: "status", status: "idle", stopReason: "max_steps" });
+  applyUpdate(s, { kind: "error", message: "boom" });
+  assert.equal(s.status, "idle");
+  assert.deepEqual(
+    s.entries.map((e) => (e as any).text),
+    ["Turn ended: max_steps", "Error: boom"],
+  );
+});
+
+test("a staged revert marks its point; redo clears it; the next prompt drops what it reverted", () => {
+  const s = emptyState();
+  applyUpdate(s, { kind: "user_message", messageId: "u1", text: "one" });
+  applyUpdate(s, { kind: "message_chunk", messageId: "a1", text: "done one" });
+  applyUpdate(s, { kind: "user_message", messageId: "u2", text: "two" });
+  applyUpdate(s, { kind: "message_chunk", messageId: "a2", text: "done two" });
+  applyUpdate(s, { kind: "revert", messageId: "u2", files: ["a"] });
+  assert.equal(s.revertedFrom, "u2");
+  applyUpdate(s, { kind: "revert", messageId: null, files: ["a"] });
+  assert.equal(s.revertedFrom, undefined);
+  applyUpdate(s, { kind: "revert", messageId: "u2", files: ["a"] });
+  applyUpdate(s, { kind: "user_message", messageId: "u3", text: "three" });
+  assert.deepEqual(
+    s.entries.filter((e) => e.kind === "user").map((e) => (e as any).text),
+    ["one", "three"],
+  );
+});
+
+test("history becomes the same entries as the live stream", () => {
+  const s = fromHistory({
+    sessionId: "s9",
+    running: false,
+    mode: "plan",
+    revert: null,
+    messages: [
+      { messageId: "u1", role: "user", parts: [{ kind: "text", data: { text: "fix it" } }, { kind: "note", data: { text: "(context)" } }] },
+      {
+        messageId: "a1",
+        role: "assistant",
+        parts: [
+          { kind: "step_start", data: {} },
+          { kind: "text", data: { text: "On it." } },
+          { kind: "tool", status: "completed", data: { callId: "c1", name: "bash", title: "cargo test", output: "ok" } },
+        ],
+      },
+    ],
+  });
+  assert.equal(s.sessionId, "s9");
+  assert.equal(s.mode, "plan");
+  assert.deepEqual(
+    s.entries.map((e) => [e.kind, (e as any).text ?? (e as any).title]),
+    [
+      ["user", "fix it"],
+      ["text", "On it."],
+      ["tool", "bash cargo test"],
+    ],
+  );
+});
+
+test("approval buttons map to the protocol's outcomes", () => {
+  assert.deepEqual(permissionReply(ALLOW_ONCE), { outcome: "once" });
+  assert.deepEqual(permissionReply(ALWAYS), { outcome: "always" });
+  assert.deepEqual(permissionReply(DENY, "not now"), { outcome: "reject", message: "not now" });
+  assert.deepEqual(permissionReply(DENY, ""), { outcome: "reject" });
+  assert.deepEqual(permissionReply(undefined), { outcome: "reject" }, "a dismissed dialog refuses");
+});
+
+test("settings become initializationOptions with config.toml's keys; empty ones are left out", () => {
+  const settings: Record<string, string> = { provider: "openai", model: "", baseUrl: "http://127.0.0.1:1/v1", apiKeyEnv: "KEY" };
+  assert.deepEqual(serverSettings((k) => settings[k]), {
+    provider: "openai",
+    base_url: "http://127.0.0.1:1/v1",
+    api_key_env: "KEY",
+  });
+});

@@ -1,0 +1,88 @@
+//! The VS Code extension (editors/vscode) in a real VS Code: code-server with the packaged
+//! .vsix, driven by playwright-core in Chromium (editors/vscode/test/e2e.mjs), against the
+//! real server and fake-llm. The script's exit code is the verdict.
+//!
+//! Needs what `scripts/test` prepares: `editors/vscode/agent-lsp.vsix` (npm run package) and
+//! code-server with playwright-core in `~/.cache/agent-lsp/vscode-e2e`
+//! (editors/vscode/scripts/setup-code-server).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin};
+use serde_json::json;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .to_path_buf()
+}
+
+#[test]
+fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
+    let vsix = repo().join("editors/vscode/agent-lsp.vsix");
+    // Where editors/vscode/scripts/setup-code-server installs (shared by every clone).
+    let cache = std::env::var_os("AGENT_LSP_VSCODE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache")
+                })
+                .join("agent-lsp/vscode-e2e")
+        });
+    let code_server = cache.join("node_modules/code-server/out/node/entry.js");
+    assert!(
+        vsix.exists() && code_server.exists(),
+        "run scripts/test first: it packages {} and installs code-server into {}",
+        vsix.display(),
+        cache.display()
+    );
+
+    let script = json!({"turns": [
+        {"reply": {"text": "Fixing it.", "tool_calls": [{"name": "edit", "arguments": {
+            "filePath": "src/lib.rs", "oldString": "    41", "newString": "    42"}}]}},
+        {"expect": {"last_message_contains": "Edited src/lib.rs"},
+         "reply": {"text": "The answer is now 42."}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = TestEnv::new();
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
+        llm.url
+    ));
+    let file = env.workspace().join("src/lib.rs");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "pub fn answer() -> u32 {\n    41\n}\n").unwrap();
+    let artifacts = repo().join("target/test-artifacts/vscode");
+    let _ = std::fs::remove_file(artifacts.join("chat.png"));
+
+    let mut cmd = Command::new("node");
+    env.apply(&mut cmd);
+    // The script's output goes straight to the test's (its steps show as they pass).
+    let status = cmd
+        .arg(repo().join("editors/vscode/test/e2e.mjs"))
+        .env("NODE_PATH", cache.join("node_modules"))
+        .env("CODE_SERVER", &code_server)
+        .env("VSIX", &vsix)
+        .env("WORKSPACE", env.workspace())
+        .env("AGENT_LSP_BIN", agent_lsp_bin())
+        .env("ARTIFACTS", &artifacts)
+        .env("FAKE_KEY", "k")
+        .current_dir(&cache)
+        .stdin(Stdio::null())
+        .status()
+        .expect("run node");
+    assert!(
+        status.success(),
+        "e2e.mjs failed ({status}); its output is above, a screenshot in {}",
+        artifacts.display()
+    );
+    let png = std::fs::read(artifacts.join("chat.png")).expect("the chat screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    // The model saw the prompt and the edit's result; the disk still has the reverted text.
+    assert_eq!(llm.requests().len(), 2);
+    assert!(std::fs::read_to_string(&file).unwrap().contains("41"));
+}
