@@ -160,6 +160,34 @@ local function run()
   contains(chat.text(), "run the tests", "history")
   step(":AgentSessions loads the history")
 
+  -- The server's code actions come through vim.lsp as usual; "Agent: ask…" runs the
+  -- plugin's own command (an input box, the selection as context).
+  vim.api.nvim_set_current_win(src_win)
+  local client = agent.client()
+  local params = vim.lsp.util.make_range_params(0, client.offset_encoding)
+  params.range = { start = { line = 0, character = 0 }, ["end"] = { line = 2, character = 0 } }
+  params.context = { diagnostics = {} }
+  local replies = vim.lsp.buf_request_sync(src, "textDocument/codeAction", params, 5000) or {}
+  local titles, ask = {}, nil
+  for _, r in pairs(replies) do
+    for _, a in ipairs(r.result or {}) do
+      table.insert(titles, a.title)
+      if a.command and a.command.command == "agent.ask" then
+        ask = a.command
+      end
+    end
+  end
+  contains(table.concat(titles, "\n"), "Agent: explain this", "code actions")
+  assert(ask, "an Agent: ask… action:\n" .. table.concat(titles, "\n"))
+  local asked
+  vim.ui.input = function(_, on_confirm)
+    asked = true
+    on_confirm(nil)
+  end
+  vim.lsp.commands["agent.ask"](ask, { client_id = client.id, bufnr = src })
+  eq(true, asked, "agent.ask opens the input box")
+  step("the server's code actions, and Agent: ask… through the plugin")
+
   vim.cmd("AgentMode plan")
   eq("plan", agent.state.mode, "mode")
   step(":AgentMode sets the mode")
