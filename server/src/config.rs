@@ -89,6 +89,14 @@ pub struct ConfigLayer {
     /// Hosts webfetch may reach even though they resolve to private or loopback addresses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub webfetch_allow_hosts: Option<Vec<String>>,
+    /// The model's context window in tokens (default: known from the model's name, else
+    /// 32,768).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
+    /// The most tokens one answer may take (default: from the model's name, else 4,096;
+    /// never more than half the window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
 }
 
 impl ConfigLayer {
@@ -128,7 +136,9 @@ impl ConfigLayer {
             max_steps,
             mode,
             snapshot,
-            webfetch_allow_hosts
+            webfetch_allow_hosts,
+            context_window,
+            max_output_tokens
         );
         if let Some(rules) = &other.permission {
             let merged = self.permission.get_or_insert_with(BTreeMap::new);
@@ -153,6 +163,8 @@ pub struct Config {
     pub snapshot: bool,
     pub permission: BTreeMap<String, PermissionRule>,
     pub webfetch_allow_hosts: Vec<String>,
+    pub context_window: Option<u32>,
+    pub max_output_tokens: Option<u32>,
 }
 
 impl Default for Config {
@@ -186,6 +198,8 @@ impl Config {
             snapshot: layer.snapshot.unwrap_or(true),
             permission: layer.permission.unwrap_or_default(),
             webfetch_allow_hosts: layer.webfetch_allow_hosts.unwrap_or_default(),
+            context_window: layer.context_window,
+            max_output_tokens: layer.max_output_tokens,
         }
     }
 }

@@ -14,5 +14,6 @@ pub mod permission;
 pub mod provider;
 pub mod snapshot;
 pub mod store;
+pub mod tokens;
 pub mod tools;
 pub mod workspace;

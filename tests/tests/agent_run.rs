@@ -155,6 +155,22 @@ fn a_multi_step_task_reads_edits_runs_and_answers() {
         );
         assert_eq!(view["messages"][0]["role"], "user");
         assert_eq!(view["status"], "idle");
+        // Each usage part keeps the provider's count beside ours (token calibration); the
+        // request's answer budget comes from the model's limits.
+        let usage = parts(&view, "usage");
+        let last = usage.last().expect("usage parts");
+        assert_eq!(last["data"]["inputTokens"], 900);
+        assert_eq!(last["data"]["model"], "fake-model");
+        let estimate = last["data"]["estimate"].as_u64().unwrap();
+        assert!(estimate > 500 && estimate < 20_000, "{estimate}");
+        if format == "anthropic" {
+            // (The OpenAI format leaves the budget to the server.)
+            assert_eq!(
+                llm.requests()[0].body["max_tokens"],
+                4_096,
+                "an unknown model's fallback budget"
+            );
+        }
     }
 }
 

@@ -9,8 +9,6 @@ use crate::tools::ToolContext;
 const WRAP_UP: &str = "You have reached the step limit for this turn. Do not call any tools. \
 Summarise what you did, what is left to do, and anything the user should check.";
 
-const DEFAULT_MAX_TOKENS: u32 = 8192;
-
 fn texts(m: &MessageView, kinds: &[&str]) -> String {
     m.parts
         .iter()
@@ -106,6 +104,6 @@ pub fn build_request(
         system,
         messages,
         tools,
-        max_tokens: DEFAULT_MAX_TOKENS,
+        max_tokens: agent.limits().max_output_tokens,
     })
 }

@@ -556,6 +556,16 @@ impl Agent {
         }
     }
 
+    /// The model's context window and answer budget (config, else known names, else a
+    /// fallback).
+    pub fn limits(&self) -> crate::tokens::Limits {
+        crate::tokens::Limits::for_model(
+            &self.model(),
+            self.config.context_window,
+            self.config.max_output_tokens,
+        )
+    }
+
     pub fn model(&self) -> String {
         self.config
             .model
@@ -827,8 +837,9 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<Answer, TurnOutcome> {
         let mut attempt = 0;
+        let estimate = crate::tokens::count_request(request);
         loop {
-            let mut writer = AnswerWriter::new(self, sid, message_id);
+            let mut writer = AnswerWriter::new(self, sid, message_id, estimate);
             let Some(provider) = &self.provider else {
                 return Err(self.fail(sid, "no model provider is configured".into()));
             };
@@ -938,6 +949,8 @@ struct AnswerWriter<'a> {
     agent: &'a Agent,
     sid: &'a str,
     message_id: &'a str,
+    /// Our token count of the request, kept with the provider's (calibration).
+    estimate: usize,
     text: Option<(String, String)>,
     reasoning: Option<(String, String)>,
     signature: Option<String>,
@@ -949,11 +962,12 @@ struct AnswerWriter<'a> {
 }
 
 impl<'a> AnswerWriter<'a> {
-    fn new(agent: &'a Agent, sid: &'a str, message_id: &'a str) -> Self {
+    fn new(agent: &'a Agent, sid: &'a str, message_id: &'a str, estimate: usize) -> Self {
         Self {
             agent,
             sid,
             message_id,
+            estimate,
             text: None,
             reasoning: None,
             signature: None,
@@ -1063,11 +1077,14 @@ impl<'a> AnswerWriter<'a> {
                     output_tokens: u.output_tokens,
                     cache_read_tokens: u.cache_read_tokens,
                 });
+                let mut data = serde_json::to_value(u).unwrap_or(Value::Null);
+                data["estimate"] = json!(self.estimate);
+                data["model"] = json!(self.agent.model());
                 self.pending.push(Event::PartAdded {
                     part_id: new_id(),
                     message_id: self.message_id.into(),
                     kind: "usage".into(),
-                    data: serde_json::to_value(u).unwrap_or(Value::Null),
+                    data,
                     status: None,
                 });
             }
