@@ -9,6 +9,7 @@
 pub mod event;
 mod projection;
 mod schema;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,6 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use event::{Envelope, Event, Todo};
+pub use search::{Hit, Scope};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

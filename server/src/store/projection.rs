@@ -8,9 +8,11 @@
 use rusqlite::{Transaction, params};
 
 use super::event::{Envelope, Event};
+use super::search;
 
 /// Projection tables, in the order they are cleared on rebuild.
 pub const TABLES: &[&str] = &[
+    "recall",
     "part",
     "message",
     "inbox",
@@ -59,7 +61,14 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
             )?;
         }
         Event::SessionDeleted => {
-            for table in ["part", "message", "inbox", "todo", "context_epoch"] {
+            for table in [
+                "recall",
+                "part",
+                "message",
+                "inbox",
+                "todo",
+                "context_epoch",
+            ] {
                 tx.execute(
                     &format!("DELETE FROM {table} WHERE session_id = ?1"),
                     params![sid],
@@ -109,6 +118,7 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                     None,
                     env,
                 )?;
+                search::reindex_part(tx, part_id)?;
             }
             touch(tx)?;
         }
@@ -147,6 +157,7 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                     status.as_deref(),
                     env,
                 )?;
+                search::reindex_part(tx, part_id)?;
                 touch(tx)?;
             }
         }
@@ -177,6 +188,8 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                     params![part_id, status, at, sid],
                 )?;
             }
+            // (Streamed text batches are indexed once the part gets its final status.)
+            search::reindex_part(tx, part_id)?;
         }
         Event::MessagesDeleted { from_message_id } => {
             let from: Option<i64> = tx
@@ -187,6 +200,11 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 )
                 .ok();
             if let Some(from) = from {
+                tx.execute(
+                    "DELETE FROM recall WHERE message_id IN
+                       (SELECT id FROM message WHERE session_id IS ?1 AND seq >= ?2)",
+                    params![sid, from],
+                )?;
                 tx.execute(
                     "DELETE FROM part WHERE message_id IN
                        (SELECT id FROM message WHERE session_id IS ?1 AND seq >= ?2)",

@@ -77,7 +77,18 @@ const MIGRATIONS: &[&str] = &[
      );",
     // 2: a staged revert per session (message id, saved snapshot, files), as JSON.
     "ALTER TABLE session ADD COLUMN revert TEXT;",
+    // 3: recall, the full-text index of message texts and tool results (search.rs); `words`
+    // holds the words of identifiers. Filled for existing parts right after (see migrate).
+    "CREATE VIRTUAL TABLE recall USING fts5(
+         body, words,
+         session_id UNINDEXED, message_id UNINDEXED, part_id UNINDEXED, source UNINDEXED,
+         paths UNINDEXED, created_at UNINDEXED,
+         tokenize = 'porter unicode61'
+     );",
 ];
+
+/// The migration that created the recall index.
+const RECALL_MIGRATION: i64 = 3;
 
 pub fn migrate(conn: &mut Connection) -> Result<()> {
     let known = MIGRATIONS.len() as i64;
@@ -91,6 +102,16 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+    }
+    if found > 0 && found < RECALL_MIGRATION {
+        // Parts written before the index existed.
+        let ids: Vec<String> = tx
+            .prepare("SELECT id FROM part")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for id in ids {
+            super::search::reindex_part(&tx, &id)?;
+        }
     }
     tx.commit()?;
     Ok(())

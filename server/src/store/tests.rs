@@ -224,3 +224,147 @@ proptest! {
         prop_assert_eq!(store.projection_dump().unwrap(), live);
     }
 }
+
+/// A session in workspace `ws` with one user prompt and one tool result per `(prompt, tool
+/// output)` pair.
+fn session_with(store: &mut Store, sid: &str, ws: &str, turns: &[(&str, &str)]) {
+    let s = Some(sid);
+    store
+        .append(
+            s,
+            &Event::SessionCreated {
+                workspace: ws.into(),
+                title: format!("session {sid}"),
+            },
+        )
+        .unwrap();
+    for (i, (prompt, output)) in turns.iter().enumerate() {
+        let (input, user, answer) = (
+            format!("{sid}-i{i}"),
+            format!("{sid}-u{i}"),
+            format!("{sid}-a{i}"),
+        );
+        store
+            .append_all(&[
+                (
+                    s,
+                    Event::InputAdmitted {
+                        input_id: input.clone(),
+                        text: prompt.to_string(),
+                        context: Value::Null,
+                    },
+                ),
+                (
+                    s,
+                    Event::InputPromoted {
+                        input_id: input,
+                        message_id: user,
+                        part_id: format!("{sid}-up{i}"),
+                    },
+                ),
+                (
+                    s,
+                    Event::MessageStarted {
+                        message_id: answer.clone(),
+                        role: "assistant".into(),
+                        meta: json!({}),
+                    },
+                ),
+                (
+                    s,
+                    Event::PartAdded {
+                        part_id: format!("{sid}-t{i}"),
+                        message_id: answer,
+                        kind: "tool".into(),
+                        data: json!({"callId": "c", "name": "bash", "input": "{\"command\":\"cargo test\"}", "output": output}),
+                        status: Some("completed".into()),
+                    },
+                ),
+            ])
+            .unwrap();
+    }
+}
+
+#[test]
+fn recall_finds_words_identifiers_and_paths_and_forgets_deleted_messages() {
+    let (_dir, mut store) = temp_store();
+    session_with(
+        &mut store,
+        "s1",
+        "/w",
+        &[
+            ("set up the project", "Compiling app v0.1.0\nFinished"),
+            (
+                "run the tests",
+                "error[E0599]: no method named `fetchAll` on `userStore` in src/store/users.rs:41:9",
+            ),
+            ("what next?", "3 passed; 0 failed"),
+        ],
+    );
+    session_with(
+        &mut store,
+        "s2",
+        "/other",
+        &[("user store in the other project", "ok")],
+    );
+
+    // Words find the identifier `userStore` (and the other session's plain words).
+    let hits = store
+        .search("user store", Scope::All, None, None, 5)
+        .unwrap();
+    let ids: Vec<&str> = hits.iter().map(|h| h.part_id.as_str()).collect();
+    assert!(
+        ids[..2].contains(&"s1-t1") && ids[..2].contains(&"s2-up0"),
+        "{hits:?}"
+    );
+    let hits = store
+        .search("fetchAll", Scope::Session, Some("s1"), None, 5)
+        .unwrap();
+    assert_eq!(hits[0].part_id, "s1-t1", "{hits:?}");
+    assert_eq!(hits[0].source, "tool bash");
+    assert_eq!(hits[0].paths, ["src/store/users.rs"]);
+    assert!(
+        hits[0].snippet.contains("«fetchAll»"),
+        "{}",
+        hits[0].snippet
+    );
+    // Porter stemming: "failing tests" finds "failed" and "tests".
+    let hits = store
+        .search("failing tests", Scope::Session, Some("s1"), None, 5)
+        .unwrap();
+    assert!(hits.iter().any(|h| h.part_id == "s1-t2"), "{hits:?}");
+    // Scopes.
+    let project = store
+        .search("user store", Scope::Project, None, Some("/other"), 5)
+        .unwrap();
+    assert!(project.iter().all(|h| h.session_id == "s2") && !project.is_empty());
+    assert!(
+        store
+            .search("?!", Scope::All, None, None, 5)
+            .unwrap()
+            .is_empty()
+    );
+
+    // A committed revert deletes the messages, and their entries with them.
+    store
+        .append(
+            Some("s1"),
+            &Event::MessagesDeleted {
+                from_message_id: "s1-u1".into(),
+            },
+        )
+        .unwrap();
+    let hits = store.search("fetchAll", Scope::All, None, None, 5).unwrap();
+    assert!(hits.is_empty(), "{hits:?}");
+    // And a rebuild from the log gives the same index.
+    let before = store.projection_dump().unwrap();
+    store.rebuild().unwrap();
+    assert_eq!(store.projection_dump().unwrap(), before);
+    assert_eq!(
+        store
+            .search("compiling", Scope::All, None, None, 5)
+            .unwrap()
+            .len(),
+        1
+    );
+}
