@@ -659,3 +659,50 @@ fn changed_instructions_arrive_as_a_note_not_a_new_baseline() {
         "the system prompt with the baseline is unchanged"
     );
 }
+
+#[test]
+fn recall_finds_what_an_earlier_session_saw() {
+    for format in FORMATS {
+        let script = json!({"turns": [
+            {"reply": {"text": "Running it.", "tool_calls": [{"name": "bash", "arguments": {
+                "command": "echo 'error: the userStore cache at src/cache/user_store.rs overflowed at 4096 entries'",
+                "description": "reproduce"}}]}},
+            {"reply": {"text": "Noted."}},
+            {"reply": {"text": "Let me check what we found before.", "tool_calls": [{"name": "recall", "arguments": {
+                "query": "user store cache overflow", "scope": "project"}}]}},
+            {"expect": {"last_message_contains": "4096 entries"},
+             "reply": {"text": "It overflowed at 4096 entries."}}
+        ]});
+        let llm = FakeLlm::start(&script, format);
+        let env = setup(&llm, format, "");
+        let first = run(&env, &["--yes", "reproduce the cache bug"]);
+        assert_eq!(first.code, 0, "{}", first.stderr);
+        // A new session: the fact is only in the store.
+        let second = run(&env, &["what did the cache bug look like?"]);
+        assert_eq!(
+            second.code,
+            0,
+            "{format}: {}\n{:?}",
+            second.stderr,
+            llm.requests().iter().map(|q| &q.error).collect::<Vec<_>>()
+        );
+        assert_ne!(first.session(), second.session());
+        let result = second.of_type("tool_result");
+        let output = result[0]["output"].as_str().unwrap_or_default().to_string();
+        assert!(
+            output.contains("files: src/cache/user_store.rs"),
+            "{output}"
+        );
+        assert!(
+            output.contains(&first.session()),
+            "names the session: {output}"
+        );
+        assert!(llm.requests().iter().all(|q| q.error.is_none()));
+        // The same index from the command line.
+        let (code, out, err) = env.run(&["session", "search", "userStore", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let hits: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(hits[0]["sessionId"], first.session(), "{hits}");
+        assert_eq!(hits[0]["paths"][0], "src/cache/user_store.rs");
+    }
+}

@@ -154,6 +154,19 @@ async fn a_client_with_every_flag_streams_approves_and_gets_the_edit_in_its_buff
     assert_eq!(history["messages"].as_array().unwrap().len(), 3);
     let sessions = client.request("agent/sessions", json!({})).await.unwrap();
     assert_eq!(sessions[0]["sessionId"], sid);
+    // The recall index, for a search box.
+    let found = client
+        .request("agent/search", json!({"query": "answer"}))
+        .await
+        .unwrap();
+    assert!(
+        found
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["sessionId"] == sid && h["snippet"].as_str().unwrap().contains("«answer»")),
+        "{found}"
+    );
     assert_eq!(sessions[0]["status"], "idle");
     // Cancelling an idle session is a no-op.
     assert_eq!(

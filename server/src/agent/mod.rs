@@ -419,6 +419,10 @@ impl Agent {
         ctx.cancel = cancel.clone();
         ctx.session_id = sid.to_string();
         ctx.policy.grants = self.with_store(|s| s.grants(&self.project()))?;
+        ctx.recall = Some(crate::tools::RecallSource {
+            store: self.store.clone(),
+            project: self.project(),
+        });
         *ctx.todos.lock().unwrap_or_else(|p| p.into_inner()) = todos;
         Ok(ctx)
     }

@@ -77,6 +77,18 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Search every message and tool result (the recall index), best matches first.
+    Search {
+        /// Words to look for; identifiers match their words (`user store` finds `userStore`).
+        query: String,
+        /// Only this session (a unique prefix is enough).
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Recompute every projection from the event log.
     Rebuild,
     /// Put the files back as they were before MESSAGE_ID (the messages stay until the next

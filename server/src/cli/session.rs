@@ -178,6 +178,36 @@ fn read_command(mut store: Store, cmd: SessionCommand) -> anyhow::Result<i32> {
                 }
             }
         }
+        SessionCommand::Search {
+            query,
+            session,
+            limit,
+            json,
+        } => {
+            let session = session.map(|id| resolve_id(&store, &id)).transpose()?;
+            let scope = match session {
+                Some(_) => crate::store::Scope::Session,
+                None => crate::store::Scope::All,
+            };
+            let hits = store.search(&query, scope, session.as_deref(), None, limit)?;
+            if json {
+                serde_json::to_writer_pretty(&mut out, &hits)?;
+                writeln!(out)?;
+            } else if hits.is_empty() {
+                writeln!(out, "nothing found")?;
+            } else {
+                for h in hits {
+                    writeln!(
+                        out,
+                        "{}  {}  {}\n  {}",
+                        h.session_id,
+                        h.source,
+                        h.paths.join(" "),
+                        h.snippet.replace('\n', "\n  ")
+                    )?;
+                }
+            }
+        }
         SessionCommand::Show { id, json } => {
             let id = resolve_id(&store, &id)?;
             let view = store.session(&id)?.context("the session vanished")?;

@@ -209,6 +209,27 @@ impl AgentHost {
         Ok(v)
     }
 
+    /// Ranked matches from the recall index; `project` is the workspace's key.
+    pub fn search(
+        &self,
+        params: &super::protocol::SearchParams,
+        project: &str,
+    ) -> Result<Value, String> {
+        let store = self.store()?;
+        let hits = store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .search(
+                &params.query,
+                params.scope.unwrap_or(crate::store::Scope::Project),
+                params.session_id.as_deref(),
+                Some(project),
+                params.limit.unwrap_or(10).min(100),
+            )
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(hits).map_err(|e| e.to_string())
+    }
+
     pub fn set_mode(&self, sid: &str, mode: &str) -> Result<(), String> {
         let store = self.store()?;
         store

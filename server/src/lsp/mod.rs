@@ -37,6 +37,7 @@ where
         .custom_method("agent/undo", Backend::undo)
         .custom_method("agent/redo", Backend::unrevert)
         .custom_method("agent/setMode", Backend::set_mode)
+        .custom_method("agent/search", Backend::search)
         .finish();
 
     let (to_server, server_input) = tokio::io::duplex(1 << 16);

@@ -114,3 +114,16 @@ pub struct SetModeParams {
     pub session_id: String,
     pub mode: String,
 }
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchParams {
+    pub query: String,
+    /// `session` (needs `sessionId`), `project` (the default) or `all`.
+    #[serde(default)]
+    pub scope: Option<crate::store::Scope>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+}

@@ -20,7 +20,9 @@ use tower_lsp_server::{Client, LanguageServer};
 use super::bridge::{Buffers, LspEditor};
 use super::documents::{Document, DocumentStore, PositionEncoding};
 use super::host::AgentHost;
-use super::protocol::{ClientCaps, PromptParams, RevertParams, SessionParams, SetModeParams};
+use super::protocol::{
+    ClientCaps, PromptParams, RevertParams, SearchParams, SessionParams, SetModeParams,
+};
 use crate::config::{ConfigLayer, LayerSource, Layers};
 use crate::editor::PermissionReply;
 
@@ -271,6 +273,14 @@ impl Backend {
         self.host()
             .undo(&params.session_id)
             .await
+            .map_err(Self::to_rpc)
+    }
+
+    /// `agent/search`: the recall index, for a search box in the editor.
+    pub async fn search(&self, params: SearchParams) -> Result<Value> {
+        let (root, _) = self.workspace()?;
+        self.host()
+            .search(&params, &root.display().to_string())
             .map_err(Self::to_rpc)
     }
 

@@ -11,6 +11,7 @@ mod glob;
 mod grep;
 mod question;
 mod read;
+mod recall;
 mod skill;
 mod todo;
 pub mod truncate;
@@ -160,6 +161,15 @@ pub struct ToolContext {
     pub call_id: String,
     /// The session the calls belong to.
     pub session_id: String,
+    /// The session store, for `recall` (absent in contexts without one).
+    pub recall: Option<RecallSource>,
+}
+
+/// Where `recall` searches: the store, and the workspace's key in it.
+#[derive(Clone)]
+pub struct RecallSource {
+    pub store: Arc<Mutex<crate::store::Store>>,
+    pub project: String,
 }
 
 impl ToolContext {
@@ -181,6 +191,7 @@ impl ToolContext {
             webfetch_allow_hosts: config.webfetch_allow_hosts.clone(),
             call_id: String::new(),
             session_id: String::new(),
+            recall: None,
         }
     }
 
@@ -340,6 +351,7 @@ impl Registry {
             Box::new(todo::TodoRead),
             Box::new(question::QuestionTool),
             Box::new(skill::Skill),
+            Box::new(recall::Recall),
         ])
     }
 
