@@ -26,17 +26,12 @@ pub struct SkillInfo {
     pub path: PathBuf,
 }
 
-/// `key: value` lines between the leading `---` fences.
-fn front_matter(text: &str) -> Vec<(String, String)> {
-    let mut lines = text.lines();
-    if lines.next().map(str::trim) != Some("---") {
-        return Vec::new();
-    }
-    lines
-        .take_while(|l| l.trim() != "---")
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
-        .collect()
+/// A skill's front matter.
+#[derive(Debug, Default, Deserialize)]
+struct SkillMeta {
+    name: Option<String>,
+    #[serde(default)]
+    description: String,
 }
 
 /// Every skill under `dirs` (`<dir>/<folder>/SKILL.md`); the first of a name wins.
@@ -56,22 +51,22 @@ pub fn discover(dirs: &[PathBuf]) -> Vec<SkillInfo> {
             let Ok(text) = std::fs::read_to_string(&path) else {
                 continue;
             };
-            let meta = front_matter(&text);
-            let get = |k: &str| {
-                meta.iter()
-                    .find(|(key, _)| key == k)
-                    .map(|(_, v)| v.clone())
-            };
+            let meta = crate::frontmatter::parse::<SkillMeta>(&text)
+                .map(|(m, _)| m)
+                .unwrap_or_else(|e| {
+                    tracing::warn!("{}: {e}", path.display());
+                    SkillMeta::default()
+                });
             let folder = path
                 .parent()
                 .and_then(Path::file_name)
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let name = get("name").unwrap_or(folder);
+            let name = meta.name.unwrap_or(folder);
             if out.iter().all(|s| s.name != name) {
                 out.push(SkillInfo {
                     name,
-                    description: get("description").unwrap_or_default(),
+                    description: meta.description,
                     path,
                 });
             }
