@@ -84,5 +84,6 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     // The model saw the prompt and the edit's result; the disk still has the reverted text.
     assert_eq!(llm.requests().len(), 2);
-    assert!(std::fs::read_to_string(&file).unwrap().contains("41"));
+    let disk = std::fs::read_to_string(&file).unwrap();
+    assert!(disk.contains("41"), "on disk after the revert: {disk:?}");
 }

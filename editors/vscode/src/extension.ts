@@ -85,7 +85,7 @@ export class Agent {
         webviewOptions: { retainContextWhenHidden: true },
       }),
     );
-    this.refresh();
+    this.status.text = "$(sync~spin) Agent: starting";
     this.status.show();
   }
 
@@ -105,8 +105,14 @@ export class Agent {
     client.onRequest("agent/question", (params: any) => this.questions(params));
     this.client = client;
     await client.start();
+    this.refresh();
     const saved = this.context.workspaceState.get<string>(SESSION_KEY);
     if (saved) await this.resume(saved).catch(() => undefined);
+  }
+
+  notRunning() {
+    this.status.text = "$(error) Agent: not running";
+    this.status.tooltip = "agent-lsp could not start: see the agent-lsp output";
   }
 
   /** Redraws the status bar and the chat view. */
@@ -324,11 +330,12 @@ export async function activate(context: vscode.ExtensionContext) {
   command("agent-lsp.setMode", (mode?: string) => a.setMode(mode));
   command("agent-lsp.sessions", () => a.pickSession());
   command("agent-lsp.showChat", () => vscode.commands.executeCommand("agent-lsp.chat.focus"));
-  await a.start().catch((e) =>
+  await a.start().catch((e) => {
+    a.notRunning();
     vscode.window.showErrorMessage(
       `agent-lsp could not start (${e?.message ?? e}); set agent-lsp.serverPath or put agent-lsp on PATH`,
-    ),
-  );
+    );
+  });
 }
 
 export async function deactivate() {

@@ -142,6 +142,13 @@ try {
   await waitFor("src/lib.rs in the editor", async () => (await editorText()).includes("41"));
   step("the fixture file is open");
 
+  // The client is running (and has told the server about the open file) once the status
+  // bar item stops saying "starting".
+  await waitFor("the agent-lsp client", async () => {
+    const t = await page.locator(".statusbar-item", { hasText: "Agent" }).first().innerText();
+    return !t.includes("starting");
+  });
+
   // Ask through the command; the input box takes the prompt.
   await waitFor("the extension's command", async () => {
     await command("Agent: Ask…");
