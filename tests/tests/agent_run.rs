@@ -706,3 +706,99 @@ fn recall_finds_what_an_earlier_session_saw() {
         assert_eq!(hits[0]["paths"][0], "src/cache/user_store.rs");
     }
 }
+
+#[test]
+fn memory_blocks_are_seeded_shown_edited_within_limits_and_logged() {
+    let script = json!({"turns": [
+        {"expect": {"system_contains": "<block label=\"project\""},
+         "reply": {"text": "Noting it.", "tool_calls": [
+            {"name": "memory_set", "arguments": {"label": "project", "content": "Build with `make all`; the tests need REDIS_URL."}},
+            {"name": "memory_replace", "arguments": {"label": "project", "old": "make all", "new": "make build"}},
+            {"name": "memory_set", "arguments": {"label": "style", "content": "far too long for this block"}}]}},
+        {"expect": {"last_message_contains": "at most 10 characters"}, "reply": {"text": "Saved."}},
+        // The same session, next prompt: the change arrives as a supplemental note.
+        {"expect": {"last_message_contains": "now reads:"}, "reply": {"text": "Seen."}},
+        // A new session: the block is in its baseline.
+        {"expect": {"system_contains": "Build with `make build`; the tests need REDIS_URL."},
+         "reply": {"text": "I remember."}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "");
+    let ws = env.workspace();
+    std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .status()
+        .unwrap();
+    // A global block with a small limit.
+    let global = env.config_home().join("agent-lsp/memory");
+    std::fs::create_dir_all(&global).unwrap();
+    std::fs::write(
+        global.join("style.md"),
+        "---\ndescription: Code style\nlimit: 10\n---\n",
+    )
+    .unwrap();
+
+    let first = run(&env, &["remember how to build"]);
+    assert_eq!(
+        first.code,
+        0,
+        "{}\n{:?}\n{:?}",
+        first.stderr,
+        first.lines.last(),
+        llm.requests().iter().map(|q| &q.error).collect::<Vec<_>>()
+    );
+    // Seeded: a global `human` block and the project's `project` block, kept out of git.
+    assert!(env.config_home().join("agent-lsp/memory/human.md").exists());
+    let exclude = std::fs::read_to_string(ws.join(".git/info/exclude")).unwrap();
+    assert_eq!(
+        exclude.matches("/.agent-lsp/memory/").count(),
+        1,
+        "{exclude}"
+    );
+    assert!(
+        !ws.join(".gitignore").exists(),
+        "the user's .gitignore is never written"
+    );
+    let project = std::fs::read_to_string(ws.join(".agent-lsp/memory/project.md")).unwrap();
+    assert!(project.contains("Build with `make build`"), "{project}");
+    assert!(
+        project.starts_with("---\nlabel: project\ndescription:"),
+        "{project}"
+    );
+    // The over-long write was refused (the block limit is 10 characters).
+    let results = first.of_type("tool_result");
+    assert!(
+        results[2]["output"]
+            .as_str()
+            .unwrap()
+            .contains("at most 10 characters"),
+        "{results:?}"
+    );
+    // Each write is an event: which block, what content, in which session.
+    let store = agent_lsp::store::Store::open(&env.database()).unwrap();
+    let writes: Vec<_> = store
+        .events(Some(&first.session()))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event.type_name() == "memory_written")
+        .collect();
+    assert_eq!(
+        writes.len(),
+        2,
+        "set and replace; the refused one is not a write"
+    );
+
+    let again = run(&env, &["--session", &first.session(), "anything new?"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let fresh = run(&env, &["what do you remember?"]);
+    assert_eq!(fresh.code, 0, "{}", fresh.stderr);
+    assert!(
+        llm.requests().iter().all(|q| q.error.is_none()),
+        "{:?}",
+        llm.requests().iter().map(|q| &q.error).collect::<Vec<_>>()
+    );
+    // A second run does not add the exclude line again.
+    let exclude = std::fs::read_to_string(ws.join(".git/info/exclude")).unwrap();
+    assert_eq!(exclude.matches("/.agent-lsp/memory/").count(), 1);
+}

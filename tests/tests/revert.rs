@@ -72,6 +72,15 @@ fn setup(llm: &FakeLlm, with_git: bool, extra: &str) -> TestEnv {
     std::fs::write(ws.join("doomed.txt"), "to be deleted\n").unwrap();
     std::fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
     std::fs::write(ws.join("notes 日本.md"), "unicode\n").unwrap();
+    // The project's memory block exists already, so the first run does not seed it (seeding
+    // adds the folder to .git/info/exclude, on purpose; these tests prove that snapshots,
+    // reverts and redos never write the user's .git).
+    std::fs::create_dir_all(ws.join(".agent-lsp/memory")).unwrap();
+    std::fs::write(
+        ws.join(".agent-lsp/memory/project.md"),
+        "---\nlabel: project\n---\n",
+    )
+    .unwrap();
     if with_git {
         std::fs::write(ws.join(".gitignore"), "build/\n").unwrap();
         git(&ws, &["init", "-q"]);

@@ -93,6 +93,8 @@ pub fn build(workspace: &Path, skills: &[(String, String)]) -> Result<(String, V
             }
         }
     }
+    let blocks = crate::memory::load(workspace);
+    text.push_str(&crate::memory::baseline_section(&blocks));
     if !skills.is_empty() {
         text.push_str("<skills>\n");
         for (name, description) in skills {
@@ -100,7 +102,20 @@ pub fn build(workspace: &Path, skills: &[(String, String)]) -> Result<(String, V
         }
         text.push_str("</skills>\n");
     }
-    Ok((text, json!({"date": today(), "files": files})))
+    Ok((
+        text,
+        json!({"date": today(), "files": files, "memory": memory_record(&blocks)}),
+    ))
+}
+
+/// Each memory block's content hash, by label.
+fn memory_record(blocks: &[crate::memory::Block]) -> Value {
+    Value::Object(
+        blocks
+            .iter()
+            .map(|b| (b.label.clone(), json!(hash(&b.content))))
+            .collect(),
+    )
 }
 
 /// What changed since `record`: the note to add (if any) and the new record. Unreadable
@@ -128,6 +143,20 @@ pub fn changes(workspace: &Path, record: &Value) -> (Option<String>, Value) {
         }
     }
     new_record["files"] = Value::Object(files);
+    // Memory blocks edited since (by the agent's tools or by hand) arrive as notes too.
+    let blocks = crate::memory::load(workspace);
+    let seen = record["memory"].as_object().cloned().unwrap_or_default();
+    for b in &blocks {
+        if seen.get(&b.label).and_then(Value::as_str) != Some(hash(&b.content).as_str()) {
+            notes.push(format!(
+                "The memory block {:?} now reads:\n<block label=\"{}\">\n{}\n</block>",
+                b.label,
+                b.label,
+                b.content.trim_end()
+            ));
+        }
+    }
+    new_record["memory"] = memory_record(&blocks);
     let note =
         (!notes.is_empty()).then(|| format!("<system-note>\n{}\n</system-note>", notes.join("\n")));
     (note, new_record)

@@ -309,6 +309,7 @@ impl Agent {
             return Ok(());
         }
         let started = Instant::now();
+        crate::memory::seed(&self.workspace);
         loop {
             match baseline::build(&self.workspace, &self.skills()) {
                 Ok((text, record)) => {
@@ -746,6 +747,14 @@ impl Agent {
             ctx.policy
                 .grants
                 .push((permission.clone(), pattern.clone()));
+        }
+        if let Some((scope, label, content)) = &result.memory {
+            // Who wrote which block when: the memory's provenance, in the log.
+            events.push(Event::MemoryWritten {
+                scope: scope.clone(),
+                label: label.clone(),
+                content: content.clone(),
+            });
         }
         if let Some(todos) = &result.todos {
             self.editor.publish(Update::Plan {

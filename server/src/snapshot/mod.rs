@@ -359,7 +359,9 @@ impl Snapshots {
                     return false;
                 }
                 let rel = e.path().strip_prefix(&walk_root).unwrap_or(e.path());
-                !gitlinks.contains(rel.as_os_str().as_bytes())
+                // The agent's memory is not work a revert should take back.
+                rel != Path::new(crate::memory::PROJECT_DIR)
+                    && !gitlinks.contains(rel.as_os_str().as_bytes())
             })
             .build_parallel()
             .run(|| {

@@ -107,6 +107,13 @@ pub enum Event {
     },
     /// The staged revert ended: undone (redo) or committed.
     RevertCleared,
+    /// The agent wrote a memory block (`scope` is `global` or `project`); the file is the
+    /// block's home, this is its provenance.
+    MemoryWritten {
+        scope: String,
+        label: String,
+        content: String,
+    },
 }
 
 impl Event {
@@ -133,6 +140,7 @@ impl Event {
             Self::TextAppended { .. } => "text_appended",
             Self::PartUpdated { .. } => "part_updated",
             Self::MessagesDeleted { .. } => "messages_deleted",
+            Self::MemoryWritten { .. } => "memory_written",
             Self::PermissionGranted { .. } => "permission_granted",
             Self::PermissionRevoked { .. } => "permission_revoked",
             Self::ContextEpochStarted { .. } => "context_epoch_started",

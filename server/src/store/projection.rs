@@ -268,6 +268,8 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 params![sid, at],
             )?;
         }
+        // Memory lives in its files; the event is the record of who wrote what.
+        Event::MemoryWritten { .. } => {}
         Event::TodosReplaced { todos } => {
             tx.execute("DELETE FROM todo WHERE session_id IS ?1", params![sid])?;
             for (i, t) in todos.iter().enumerate() {

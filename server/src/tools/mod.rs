@@ -9,6 +9,7 @@ mod edit;
 pub mod files;
 mod glob;
 mod grep;
+mod memory;
 mod question;
 mod read;
 mod recall;
@@ -64,6 +65,8 @@ pub struct ToolOutput {
     pub todos: Option<Vec<Todo>>,
     /// Files this call wrote (for snapshots and the editor).
     pub files_changed: Vec<PathBuf>,
+    /// A memory block this call wrote: (scope, label, content), for the log.
+    pub memory: Option<(String, String, String)>,
 }
 
 /// One permission a call needs before it may run.
@@ -313,6 +316,8 @@ pub struct CallResult {
     pub grants: Vec<(String, String)>,
     pub todos: Option<Vec<Todo>>,
     pub files_changed: Vec<PathBuf>,
+    /// A memory block written: (scope, label, content).
+    pub memory: Option<(String, String, String)>,
 }
 
 impl CallResult {
@@ -325,6 +330,7 @@ impl CallResult {
             grants: Vec::new(),
             todos: None,
             files_changed: Vec::new(),
+            memory: None,
         }
     }
 }
@@ -352,6 +358,9 @@ impl Registry {
             Box::new(question::QuestionTool),
             Box::new(skill::Skill),
             Box::new(recall::Recall),
+            Box::new(memory::MemoryList),
+            Box::new(memory::MemorySet),
+            Box::new(memory::MemoryReplace),
         ])
     }
 
@@ -481,6 +490,7 @@ impl Registry {
                     grants,
                     todos: out.todos,
                     files_changed: out.files_changed,
+                    memory: out.memory,
                 }
             }
             Err(e) => {
