@@ -97,6 +97,9 @@ pub struct ConfigLayer {
     /// never more than half the window).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// How many tokens at the end of a conversation compaction keeps verbatim (8,000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compact_keep_tokens: Option<u32>,
 }
 
 impl ConfigLayer {
@@ -138,7 +141,8 @@ impl ConfigLayer {
             snapshot,
             webfetch_allow_hosts,
             context_window,
-            max_output_tokens
+            max_output_tokens,
+            compact_keep_tokens
         );
         if let Some(rules) = &other.permission {
             let merged = self.permission.get_or_insert_with(BTreeMap::new);
@@ -165,6 +169,7 @@ pub struct Config {
     pub webfetch_allow_hosts: Vec<String>,
     pub context_window: Option<u32>,
     pub max_output_tokens: Option<u32>,
+    pub compact_keep_tokens: Option<u32>,
 }
 
 impl Default for Config {
@@ -200,6 +205,7 @@ impl Config {
             webfetch_allow_hosts: layer.webfetch_allow_hosts.unwrap_or_default(),
             context_window: layer.context_window,
             max_output_tokens: layer.max_output_tokens,
+            compact_keep_tokens: layer.compact_keep_tokens,
         }
     }
 }

@@ -193,10 +193,19 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
         return resp;
     }
 
-    let reply = turn.reply.clone().unwrap_or_else(|| Reply {
+    let mut reply = turn.reply.clone().unwrap_or_else(|| Reply {
         text: "This answer is cut off in the middle of a sentence because".into(),
         ..Default::default()
     });
+    // Unless the script says otherwise, report the request's size as a provider would (its
+    // tokens), so that the server's calibration sees plausible numbers.
+    if reply.usage.is_none() {
+        reply.usage = Some(Usage {
+            input_tokens: agent_lsp::tokens::count(&request.to_string()) as u64,
+            output_tokens: (reply.text.len() as u64 / 4).max(1),
+            cache_read_tokens: 0,
+        });
+    }
     let chunk_chars = script.chunk_chars.unwrap_or(8).max(1);
     let model = request["model"]
         .as_str()

@@ -802,3 +802,142 @@ fn memory_blocks_are_seeded_shown_edited_within_limits_and_logged() {
     let exclude = std::fs::read_to_string(ws.join(".git/info/exclude")).unwrap();
     assert_eq!(exclude.matches("/.agent-lsp/memory/").count(), 1);
 }
+
+/// The first usage part's estimate: our token count of the session's first request.
+fn first_estimate(env: &TestEnv, sid: &str) -> u64 {
+    let view = show(env, sid);
+    parts(&view, "usage")[0]["data"]["estimate"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn a_session_over_its_window_is_compacted_into_a_checkpoint() {
+    let script = json!({"turns": [
+        {"reply": {"text": "Counting.", "tool_calls": [{"name": "bash", "arguments": {
+            "command": "seq 1 1900", "description": "count"}}]}},
+        {"reply": {"text": "Counted to 1900 in src/count.rs style."}},
+        // The checkpoint request: the template, the folded turn, the big output as a stub.
+        {"expect": {"system_contains": "## Critical context", "request_contains": "first task: count"},
+         "reply": {"text": "## Goal\nCount. CHECKPOINT-7731\n## Critical context\nseq 1 1900 printed 1900 lines"}},
+        // The step's request again: the checkpoint, then the turn kept verbatim.
+        {"expect": {"request_contains": "CHECKPOINT-7731", "last_message_contains": "second task"},
+         "reply": {"text": "done"}},
+        {"expect": {"last_message_contains": "third task"}, "reply": {"text": "still done"}},
+        // `agent-lsp session compact`: rolling, with the previous checkpoint.
+        {"expect": {"system_contains": "## Critical context", "request_contains": "CHECKPOINT-7731"},
+         "reply": {"text": "## Goal\nCHECKPOINT-8000"}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "");
+    let first = run(&env, &["--yes", "first task: count to 1900"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let sid = first.session();
+    // A window that held the first request but not the 1,900 lines that came back.
+    let base = first_estimate(&env, &sid);
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n\
+         context_window = {}\nmax_output_tokens = 1000\ncompact_keep_tokens = 200\n",
+        llm.url,
+        base + 3000
+    ));
+    let second = run(&env, &["--session", &sid, "second task: say done"]);
+    assert_eq!(
+        second.code,
+        0,
+        "{}\n{:?}",
+        second.stderr,
+        llm.requests().iter().map(|q| &q.error).collect::<Vec<_>>()
+    );
+    let third = run(&env, &["--session", &sid, "third task: again"]);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    let requests = llm.requests();
+    assert!(requests.iter().all(|q| q.error.is_none()));
+
+    let summary_request = requests[2].body.to_string();
+    assert!(
+        summary_request.contains("output of bash not shown")
+            && summary_request.contains("characters")
+            && summary_request.contains("recall"),
+        "a loss-annotated stub for the big output: {summary_request}"
+    );
+    assert!(
+        !summary_request.contains("\\n1899\\n"),
+        "not the output itself"
+    );
+    let after = &requests[3].body;
+    let text = after.to_string();
+    assert!(text.contains("<conversation-checkpoint>"));
+    assert!(
+        !text.contains("\\n1899\\n"),
+        "the folded output is gone from the request"
+    );
+    assert!(
+        after["messages"][0]["content"]
+            .to_string()
+            .contains("Working directory"),
+        "the baseline is printed again"
+    );
+    // A new epoch, then stable again: the next request starts with the same prefix.
+    let next = &requests[4].body;
+    assert_eq!(after["messages"][0], next["messages"][0], "system");
+    assert_eq!(after["messages"][1], next["messages"][1], "checkpoint");
+    // By hand, from the command line.
+    let (code, out, err) = env.run(&["session", "compact", &sid, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let done: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        done["summary"]
+            .as_str()
+            .unwrap()
+            .contains("CHECKPOINT-8000")
+    );
+    assert!(done["foldedMessages"].as_u64().unwrap() >= 2, "{done}");
+    // Nothing is deleted: the log still has the first turn, and recall finds it.
+    let view = show(&env, &sid);
+    assert!(
+        parts(&view, "text")
+            .iter()
+            .any(|p| p["data"]["text"] == "first task: count to 1900")
+    );
+}
+
+#[test]
+fn a_context_overflow_compacts_and_retries_once() {
+    let script = json!({"turns": [
+        {"reply": {"text": "ok"}},
+        {"fault": {"context_overflow": true}},
+        {"expect": {"system_contains": "## Critical context"}, "reply": {"text": "## Goal\nCHECKPOINT-1"}},
+        {"expect": {"request_contains": "CHECKPOINT-1"}, "reply": {"text": "recovered"}},
+        {"fault": {"context_overflow": true}},
+        {"expect": {"system_contains": "## Critical context", "request_contains": "CHECKPOINT-1"},
+         "reply": {"text": "## Goal\nCHECKPOINT-2"}},
+        {"fault": {"context_overflow": true}}
+    ]});
+    let llm = FakeLlm::start(&script, "anthropic");
+    let env = setup(&llm, "anthropic", "");
+    let first = run(&env, &["first task"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let sid = first.session();
+    let second = run(&env, &["--session", &sid, "second task"]);
+    assert_eq!(
+        second.code,
+        0,
+        "{}\n{:?}\n{:?}",
+        second.stderr,
+        second.lines.last(),
+        llm.requests().iter().map(|q| &q.error).collect::<Vec<_>>()
+    );
+    assert!(second.text().contains("recovered"));
+    // Rolling: the next compaction gets the previous checkpoint; a second overflow after it
+    // ends the turn with a clear error.
+    let third = run(&env, &["--session", &sid, "third task"]);
+    assert_ne!(third.code, 0);
+    assert_eq!(third.done()["stop_reason"], "error");
+    let error = third.done()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(error.contains("even after compaction"), "{error}");
+    assert!(llm.requests().iter().all(|q| q.error.is_none()));
+}

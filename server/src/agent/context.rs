@@ -66,12 +66,19 @@ pub fn project_messages(messages: &[MessageView]) -> Vec<ChatMessage> {
     out
 }
 
+/// A step's request, and whether it would overflow the model's usable window (by the
+/// calibrated token estimate), in which case the loop compacts first.
+pub struct StepRequest {
+    pub request: ChatRequest,
+    pub over_budget: bool,
+}
+
 pub fn build_request(
     agent: &Agent,
     sid: &str,
     ctx: &ToolContext,
     last_step: bool,
-) -> Result<ChatRequest, String> {
+) -> Result<StepRequest, String> {
     let (view, epoch) = {
         let store = agent.store.lock().unwrap_or_else(|p| p.into_inner());
         let view = store
@@ -87,10 +94,24 @@ pub fn build_request(
         .clone()
         .unwrap_or_else(|| agent.config.mode.clone());
     let mut system = vec![super::prompts::system(&mode)];
-    if let Some((_, baseline, _)) = epoch {
-        system.push(baseline);
+    let mut messages = Vec::new();
+    let mut shown = &view.messages[..];
+    if let Some(epoch) = &epoch {
+        system.push(epoch.baseline.clone());
+        if let (Some(summary), Some(first)) = (&epoch.summary, &epoch.first_kept) {
+            // After a compaction: the checkpoint, then the messages kept verbatim.
+            let from = view
+                .messages
+                .iter()
+                .position(|m| &m.message_id == first)
+                .unwrap_or(view.messages.len());
+            shown = &view.messages[from..];
+            messages.push(ChatMessage::User {
+                text: checkpoint_message(summary),
+            });
+        }
     }
-    let mut messages = project_messages(&view.messages);
+    messages.extend(project_messages(shown));
     let tools = if last_step {
         messages.push(ChatMessage::User {
             text: WRAP_UP.into(),
@@ -99,11 +120,34 @@ pub fn build_request(
     } else {
         agent.registry.definitions(ctx)
     };
-    Ok(ChatRequest {
+    let limits = agent.limits();
+    let request = ChatRequest {
         model: agent.model(),
         system,
         messages,
         tools,
-        max_tokens: agent.limits().max_output_tokens,
+        max_tokens: limits.max_output_tokens,
+    };
+    let usage = view
+        .messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .filter(|p| p.kind == "usage")
+        .map(|p| &p.data)
+        .collect::<Vec<_>>();
+    let ratio = crate::tokens::calibration(usage.into_iter(), &request.model);
+    let estimate = crate::tokens::count_request(&request) as f64 * ratio;
+    Ok(StepRequest {
+        over_budget: estimate > f64::from(limits.usable_input()),
+        request,
     })
+}
+
+/// The summary of folded messages as the model reads it.
+pub fn checkpoint_message(summary: &str) -> String {
+    format!(
+        "<conversation-checkpoint>\nThe conversation so far was compacted into this checkpoint; \
+         the full record stays searchable with the recall tool.\n\n{}\n</conversation-checkpoint>",
+        summary.trim()
+    )
 }

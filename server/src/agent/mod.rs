@@ -7,6 +7,7 @@
 //! marked failed, never re-run.
 
 pub mod baseline;
+pub mod compaction;
 mod context;
 pub mod prompts;
 pub mod revert;
@@ -320,6 +321,8 @@ impl Agent {
                             baseline: text,
                             change_record: record,
                             snapshot: None,
+                            summary: None,
+                            first_kept: None,
                         }],
                     );
                 }
@@ -405,7 +408,7 @@ impl Agent {
             Some(r) => Ok(r),
             None => Ok(self
                 .with_store(|s| s.latest_epoch(sid))?
-                .map(|e| e.2)
+                .map(|e| e.change_record)
                 .unwrap_or(Value::Null)),
         }
     }
@@ -477,11 +480,7 @@ impl Agent {
             ) {
                 return self.fail(sid, e);
             }
-            let request = match context::build_request(self, sid, &ctx, last) {
-                Ok(r) => r,
-                Err(e) => return self.fail(sid, e),
-            };
-            let answer = match self.stream_answer(sid, &message_id, &request, cancel).await {
+            let answer = match self.answer_step(sid, &message_id, &ctx, last, cancel).await {
                 Ok(a) => a,
                 Err(outcome) => return outcome,
             };
@@ -841,6 +840,51 @@ impl Agent {
         );
     }
 
+    /// One step's answer. A request over the model's usable window is compacted first; a
+    /// provider's context-overflow error compacts and asks again, once.
+    async fn answer_step(
+        &self,
+        sid: &str,
+        message_id: &str,
+        ctx: &ToolContext,
+        last: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Answer, TurnOutcome> {
+        let mut compacted = false;
+        loop {
+            let step =
+                context::build_request(self, sid, ctx, last).map_err(|e| self.fail(sid, e))?;
+            if step.over_budget && !compacted {
+                compacted = true;
+                match self.compact(sid).await {
+                    Ok(_) => continue,
+                    // The estimate may be pessimistic: the provider has the last word.
+                    Err(e) => tracing::warn!(session = %sid, "compaction before a step: {e}"),
+                }
+            }
+            match self
+                .stream_answer(sid, message_id, &step.request, cancel, !compacted)
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(Interrupt::Outcome(outcome)) => return Err(outcome),
+                Err(Interrupt::Overflow(error)) => {
+                    compacted = true;
+                    if let Err(why) = self.compact(sid).await {
+                        return Err(self.fail(
+                            sid,
+                            format!(
+                                "{error}. The conversation does not fit the model's context \
+                                 window and compaction could not make room ({why}); start a new \
+                                 session, or set context_window to what the model really takes."
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
     /// Streams one answer with retries before output, persisting deltas in batches.
     async fn stream_answer(
         &self,
@@ -848,17 +892,20 @@ impl Agent {
         message_id: &str,
         request: &ChatRequest,
         cancel: &CancellationToken,
-    ) -> Result<Answer, TurnOutcome> {
+        may_compact: bool,
+    ) -> Result<Answer, Interrupt> {
         let mut attempt = 0;
         let estimate = crate::tokens::count_request(request);
         loop {
             let mut writer = AnswerWriter::new(self, sid, message_id, estimate);
             let Some(provider) = &self.provider else {
-                return Err(self.fail(sid, "no model provider is configured".into()));
+                return Err(self
+                    .fail(sid, "no model provider is configured".into())
+                    .into());
             };
             let started = tokio::select! {
                 s = provider.stream(request) => s,
-                _ = cancel.cancelled() => return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None }),
+                _ = cancel.cancelled() => return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None }.into()),
             };
             let result = match started {
                 Ok(mut stream) => loop {
@@ -866,7 +913,7 @@ impl Agent {
                         n = stream.next() => n,
                         _ = cancel.cancelled() => {
                             writer.close("interrupted");
-                            return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None });
+                            return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None }.into());
                         }
                     };
                     match next {
@@ -912,13 +959,19 @@ impl Agent {
                         });
                         tokio::select! {
                             _ = tokio::time::sleep(wait) => continue,
-                            _ = cancel.cancelled() => return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None }),
+                            _ = cancel.cancelled() => return Err(TurnOutcome { end: TurnEnd::Cancelled, error: None }.into()),
                         }
                     }
                     writer.close(if had_output { "interrupted" } else { "error" });
+                    if may_compact
+                        && !had_output
+                        && matches!(e, ProviderError::ContextOverflow { .. })
+                    {
+                        return Err(Interrupt::Overflow(e.to_string()));
+                    }
                     let message = match &e {
                         ProviderError::ContextOverflow { .. } => format!(
-                            "{e}. The conversation no longer fits the model's context window; start a new session (automatic compaction is coming)."
+                            "{e}. The conversation does not fit the model's context window even after compaction; start a new session, or set context_window to what the model really takes."
                         ),
                         ProviderError::Retryable { .. } => {
                             format!("{e} (gave up after {} retries)", retry::MAX_RETRIES)
@@ -938,7 +991,7 @@ impl Agent {
                             status: None,
                         }],
                     );
-                    return Err(self.fail(sid, message));
+                    return Err(self.fail(sid, message).into());
                 }
             }
         }
@@ -951,6 +1004,20 @@ pub struct PendingCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+}
+
+/// Why a step's answer did not come: the turn ends, or the request overflowed the context
+/// (the loop compacts and asks again, once).
+enum Interrupt {
+    Outcome(TurnOutcome),
+    /// The provider's context-overflow message.
+    Overflow(String),
+}
+
+impl From<TurnOutcome> for Interrupt {
+    fn from(o: TurnOutcome) -> Self {
+        Interrupt::Outcome(o)
+    }
 }
 
 pub struct Answer {

@@ -89,6 +89,13 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Fold the session's older messages into a checkpoint the model writes (the log keeps
+    /// them); the next request starts from it.
+    Compact {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Recompute every projection from the event log.
     Rebuild,
     /// Put the files back as they were before MESSAGE_ID (the messages stay until the next

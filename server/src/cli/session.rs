@@ -107,7 +107,8 @@ pub async fn run(cmd: SessionCommand) -> anyhow::Result<i32> {
         SessionCommand::Revert { .. }
         | SessionCommand::Unrevert { .. }
         | SessionCommand::Undo { .. }
-        | SessionCommand::Redo { .. } => revert_command(store, cmd).await,
+        | SessionCommand::Redo { .. }
+        | SessionCommand::Compact { .. } => revert_command(store, cmd).await,
         _ => read_command(store, cmd),
     }
 }
@@ -151,6 +152,23 @@ async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32
                     serde_json::json!({"files": files}),
                     files_text("restored", &files),
                 ),
+                Err(e) => fail(e),
+            }
+        }
+        SessionCommand::Compact { id, json } => {
+            let (mut agent, sid) = agent_for(store, &id)?;
+            match crate::provider::from_config(&agent.config) {
+                Ok(p) => agent.provider = Some(Arc::from(p)),
+                Err(e) => return fail(format!("compaction needs the model: {e}")),
+            }
+            match agent.compact(&sid).await {
+                Ok(c) => {
+                    let text = format!(
+                        "folded {} message(s) into a checkpoint, kept {}:\n\n{}",
+                        c.folded_messages, c.kept_messages, c.summary
+                    );
+                    report(json, crate::agent::compaction::to_json(&c), text)
+                }
                 Err(e) => fail(e),
             }
         }
@@ -221,7 +239,8 @@ fn read_command(mut store: Store, cmd: SessionCommand) -> anyhow::Result<i32> {
         SessionCommand::Revert { .. }
         | SessionCommand::Unrevert { .. }
         | SessionCommand::Undo { .. }
-        | SessionCommand::Redo { .. } => unreachable!("run() routes these to revert_command"),
+        | SessionCommand::Redo { .. }
+        | SessionCommand::Compact { .. } => unreachable!("run() routes these to revert_command"),
         SessionCommand::Rebuild => {
             let report = store.rebuild()?;
             let health = store.integrity_check()?;

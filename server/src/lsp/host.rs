@@ -256,6 +256,16 @@ impl AgentHost {
         Ok(json!({"files": files}))
     }
 
+    /// `agent/compact`: refused while the session runs (the loop compacts by itself then).
+    pub async fn compact(&self, sid: &str) -> Result<Value, String> {
+        if self.is_running(sid) {
+            return Err("the session is running; it compacts by itself when it needs to".into());
+        }
+        let agent = self.current()?;
+        let done = agent.compact(sid).await?;
+        Ok(crate::agent::compaction::to_json(&done))
+    }
+
     pub async fn undo(&self, sid: &str) -> Result<Value, String> {
         let info = self.guard_idle(sid)?.undo(sid).await?;
         Ok(crate::agent::revert::to_json(&info))

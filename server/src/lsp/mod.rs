@@ -38,6 +38,7 @@ where
         .custom_method("agent/redo", Backend::unrevert)
         .custom_method("agent/setMode", Backend::set_mode)
         .custom_method("agent/search", Backend::search)
+        .custom_method("agent/compact", Backend::compact)
         .finish();
 
     let (to_server, server_input) = tokio::io::duplex(1 << 16);

@@ -276,6 +276,15 @@ impl Backend {
             .map_err(Self::to_rpc)
     }
 
+    /// `agent/compact`: folds the session's older messages into a checkpoint.
+    pub async fn compact(&self, params: SessionParams) -> Result<Value> {
+        self.ensure_agent()?;
+        self.host()
+            .compact(&params.session_id)
+            .await
+            .map_err(Self::to_rpc)
+    }
+
     /// `agent/search`: the recall index, for a search box in the editor.
     pub async fn search(&self, params: SearchParams) -> Result<Value> {
         let (root, _) = self.workspace()?;

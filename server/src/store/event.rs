@@ -88,6 +88,8 @@ pub enum Event {
         permission: String,
         pattern: String,
     },
+    /// A new context: the baseline note as printed; after a compaction also the summary of
+    /// what came before `first_kept` (the first message still sent verbatim).
     ContextEpochStarted {
         epoch_id: String,
         baseline: String,
@@ -95,6 +97,10 @@ pub enum Event {
         change_record: Value,
         #[serde(default)]
         snapshot: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_kept: Option<String>,
     },
     TodosReplaced {
         todos: Vec<Todo>,
@@ -179,6 +185,8 @@ mod tests {
                 baseline: "b".into(),
                 change_record: Value::Null,
                 snapshot: None,
+                summary: Some("s".into()),
+                first_kept: Some("m".into()),
             },
         ];
         for e in samples {

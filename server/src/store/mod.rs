@@ -43,6 +43,18 @@ pub struct Store {
     path: PathBuf,
 }
 
+/// The context a session's requests are built in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Epoch {
+    pub id: String,
+    /// The baseline note, printed at the top of every request of the epoch.
+    pub baseline: String,
+    pub change_record: Value,
+    /// After a compaction: what the messages before `first_kept` said, distilled.
+    pub summary: Option<String>,
+    pub first_kept: Option<String>,
+}
+
 /// A session as listed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -372,14 +384,22 @@ impl Store {
     }
 
     /// The newest context epoch of a session: (epoch id, baseline text, change record).
-    pub fn latest_epoch(&self, session_id: &str) -> Result<Option<(String, String, Value)>> {
+    pub fn latest_epoch(&self, session_id: &str) -> Result<Option<Epoch>> {
         Ok(self
             .conn
             .query_row(
-                "SELECT id, baseline, change_record FROM context_epoch WHERE session_id = ?1
-                 ORDER BY baseline_seq DESC LIMIT 1",
+                "SELECT id, baseline, change_record, summary, first_kept FROM context_epoch
+                 WHERE session_id = ?1 ORDER BY baseline_seq DESC LIMIT 1",
                 params![session_id],
-                |r| Ok((r.get(0)?, r.get(1)?, json_column(r.get::<_, String>(2)?))),
+                |r| {
+                    Ok(Epoch {
+                        id: r.get(0)?,
+                        baseline: r.get(1)?,
+                        change_record: json_column(r.get::<_, String>(2)?),
+                        summary: r.get(3)?,
+                        first_kept: r.get(4)?,
+                    })
+                },
             )
             .optional()?)
     }

@@ -243,11 +243,13 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
             baseline,
             change_record,
             snapshot,
+            summary,
+            first_kept,
         } => {
             tx.execute(
-                "INSERT OR IGNORE INTO context_epoch (id, session_id, baseline, change_record, snapshot, baseline_seq, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![epoch_id, sid, baseline, change_record.to_string(), snapshot, env.seq, at],
+                "INSERT OR IGNORE INTO context_epoch (id, session_id, baseline, change_record, snapshot, baseline_seq, created_at, summary, first_kept)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![epoch_id, sid, baseline, change_record.to_string(), snapshot, env.seq, at, summary, first_kept],
             )?;
         }
         Event::RevertStaged {

@@ -85,6 +85,9 @@ const MIGRATIONS: &[&str] = &[
          paths UNINDEXED, created_at UNINDEXED,
          tokenize = 'porter unicode61'
      );",
+    // 4: compaction: an epoch's summary of the messages before `first_kept`.
+    "ALTER TABLE context_epoch ADD COLUMN summary TEXT;
+     ALTER TABLE context_epoch ADD COLUMN first_kept TEXT;",
 ];
 
 /// The migration that created the recall index.

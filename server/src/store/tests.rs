@@ -181,10 +181,12 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
             pattern: p
         }),
         id().prop_map(|e| Event::ContextEpochStarted {
-            epoch_id: e,
+            epoch_id: e.clone(),
             baseline: "base".into(),
             change_record: json!({}),
-            snapshot: None
+            snapshot: None,
+            summary: (e.len() % 2 == 0).then(|| format!("summary {e}")),
+            first_kept: (e.len() % 2 == 0).then(|| format!("m{e}")),
         }),
         id().prop_map(|m| Event::RevertStaged {
             message_id: format!("m{m}"),

@@ -1,0 +1,238 @@
+//! Compaction: when a session no longer fits the model's window, the messages before the
+//! most recent turns are folded into a checkpoint the model writes from a fixed template
+//! (goal, constraints, progress, decisions, next steps, critical context, files). Rolling:
+//! the next compaction gets the previous checkpoint plus what came after it.
+//!
+//! Nothing is deleted: the log keeps every message (recall still finds them); the checkpoint
+//! starts a new context epoch, with the baseline note printed afresh.
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::{Agent, baseline, new_id};
+use crate::provider::{ChatMessage, ChatRequest, ProviderEvent};
+use crate::store::{Event, MessageView};
+
+/// How much of the end of the conversation stays verbatim by default, in tokens.
+pub const KEEP_RECENT_TOKENS: u32 = 8_000;
+/// Tool outputs longer than this (characters) reach the summariser as a stub.
+const STUB_OVER_CHARS: usize = 1_500;
+
+const TEMPLATE: &str = "You write the checkpoint of a coding session: the conversation \
+before it will be replaced by what you write, and the work continues from it alone. Distil, \
+do not narrate. Keep exactly, character for character: file paths, commands, error messages, \
+numbers, names and identifiers. When a previous checkpoint is given, merge it with the new \
+material (keep what still holds, update what changed). Answer with exactly these sections:
+
+## Goal
+## Constraints and preferences
+## Progress
+### Done
+### In progress
+### Blocked
+## Key decisions
+## Next steps
+## Critical context
+(exact file paths, commands, error text, numbers)
+## Relevant files";
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compacted {
+    pub folded_messages: usize,
+    pub kept_messages: usize,
+    pub summary: String,
+}
+
+/// A message as one line of the summariser's transcript; long tool outputs become a stub
+/// that says what was lost and where it is.
+fn render(m: &MessageView, out: &mut String) {
+    for p in &m.parts {
+        match p.kind.as_str() {
+            "text" => out.push_str(&format!(
+                "[{}] {}\n",
+                m.role,
+                p.data["text"].as_str().unwrap_or_default().trim_end()
+            )),
+            "tool" => {
+                let name = p.data["name"].as_str().unwrap_or("tool");
+                let input = p.data["input"].as_str().unwrap_or("");
+                let output = p.data["output"].as_str().unwrap_or("");
+                let status = p.status.as_deref().unwrap_or("unknown");
+                out.push_str(&format!("[tool {name} {input}] ({status}) "));
+                if output.chars().count() > STUB_OVER_CHARS {
+                    out.push_str(&stub(name, output, status, &m.message_id));
+                } else {
+                    out.push_str(output.trim_end());
+                }
+                out.push('\n');
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The loss-annotated stand-in for a long tool output.
+fn stub(tool: &str, output: &str, status: &str, message_id: &str) -> String {
+    let paths: Vec<String> = output
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| "\"'`()[]{}<>,;:".contains(c)))
+        .filter(|w| w.contains('/') && w.contains('.') && !w.contains("://") && w.len() < 200)
+        .take(8)
+        .map(String::from)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let head: String = output.lines().take(3).collect::<Vec<_>>().join(" | ");
+    format!(
+        "[output of {tool} not shown: {} characters, {}; first lines: {}{}; the full output is \
+         in message {message_id} of the session log, and the recall tool finds it]",
+        output.chars().count(),
+        if status == "completed" {
+            "succeeded"
+        } else {
+            "failed"
+        },
+        head.chars().take(200).collect::<String>(),
+        if paths.is_empty() {
+            String::new()
+        } else {
+            format!("; files named: {}", paths.join(", "))
+        }
+    )
+}
+
+/// Tokens a message takes (text and tool input/output).
+fn message_tokens(m: &MessageView) -> u32 {
+    m.parts
+        .iter()
+        .map(|p| match p.kind.as_str() {
+            "text" | "note" => crate::tokens::count(p.data["text"].as_str().unwrap_or("")),
+            "tool" => {
+                crate::tokens::count(p.data["input"].as_str().unwrap_or(""))
+                    + crate::tokens::count(p.data["output"].as_str().unwrap_or(""))
+            }
+            _ => 0,
+        } as u32)
+        .sum()
+}
+
+/// Where the verbatim tail starts in `messages`: the earliest user message from which the
+/// rest fits `keep` tokens — but never the first message (something must be folded), so at
+/// most the last user message. `None` when there is nothing before the last user message.
+fn tail_start(messages: &[MessageView], keep: u32) -> Option<usize> {
+    let last_user = messages.iter().rposition(|m| m.role == "user")?;
+    let mut best = last_user;
+    let mut total = 0u32;
+    for (i, m) in messages.iter().enumerate().rev() {
+        total = total.saturating_add(message_tokens(m));
+        if m.role == "user" && i < last_user {
+            if total > keep {
+                break;
+            }
+            best = i;
+        }
+    }
+    if best == 0 {
+        best = last_user;
+    }
+    (best > 0).then_some(best)
+}
+
+impl Agent {
+    /// Folds everything before the most recent turns into a checkpoint written by the model,
+    /// and starts a new context epoch with it.
+    pub async fn compact(&self, sid: &str) -> Result<Compacted, String> {
+        let provider = self
+            .provider
+            .clone()
+            .ok_or("no model provider is configured: compaction needs the model")?;
+        let (view, epoch) = {
+            let store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+            let view = store
+                .session(sid)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no session {sid}"))?;
+            (view, store.latest_epoch(sid).map_err(|e| e.to_string())?)
+        };
+        // The messages of the current epoch: after the previous checkpoint's cut.
+        let from = epoch
+            .as_ref()
+            .and_then(|e| e.first_kept.as_ref())
+            .and_then(|id| view.messages.iter().position(|m| &m.message_id == id))
+            .unwrap_or(0);
+        let current = &view.messages[from..];
+        let keep = self
+            .config
+            .compact_keep_tokens
+            .unwrap_or(KEEP_RECENT_TOKENS);
+        let cut = tail_start(current, keep)
+            .ok_or("nothing to compact yet: the conversation is one turn long")?;
+        let (folded, kept) = current.split_at(cut);
+
+        let mut transcript = String::new();
+        if let Some(previous) = epoch.as_ref().and_then(|e| e.summary.as_ref()) {
+            transcript.push_str(&format!(
+                "<previous-checkpoint>\n{}\n</previous-checkpoint>\n\n",
+                previous.trim()
+            ));
+        }
+        transcript.push_str("<conversation>\n");
+        for m in folded {
+            render(m, &mut transcript);
+        }
+        transcript.push_str("</conversation>\n\nWrite the checkpoint now.");
+        let limits = self.limits();
+        let request = ChatRequest {
+            model: self.model(),
+            system: vec![TEMPLATE.into()],
+            messages: vec![ChatMessage::User { text: transcript }],
+            tools: Vec::new(),
+            max_tokens: limits.max_output_tokens.min(8_192),
+        };
+        let mut stream = provider
+            .stream(&request)
+            .await
+            .map_err(|e| format!("compaction failed: {e}"))?;
+        let mut summary = String::new();
+        while let Some(event) = stream.next().await {
+            match event.map_err(|e| format!("compaction failed: {e}"))? {
+                ProviderEvent::TextDelta(t) => summary.push_str(&t),
+                ProviderEvent::Finish(_) => break,
+                _ => {}
+            }
+        }
+        if summary.trim().is_empty() {
+            return Err("compaction failed: the model wrote an empty checkpoint".into());
+        }
+        // A new epoch: the baseline printed afresh, the checkpoint, and the kept tail.
+        let (baseline_text, record) = baseline::build(&self.workspace, &self.skills())?;
+        self.append(
+            sid,
+            vec![Event::ContextEpochStarted {
+                epoch_id: new_id(),
+                baseline: baseline_text,
+                change_record: record,
+                snapshot: None,
+                summary: Some(summary.clone()),
+                first_kept: Some(kept[0].message_id.clone()),
+            }],
+        )?;
+        tracing::info!(
+            session = %sid,
+            folded = folded.len(),
+            kept = kept.len(),
+            "compacted"
+        );
+        Ok(Compacted {
+            folded_messages: folded.len(),
+            kept_messages: kept.len(),
+            summary,
+        })
+    }
+}
+
+/// The JSON form of a compaction for the CLI and the protocol.
+pub fn to_json(c: &Compacted) -> Value {
+    json!({"foldedMessages": c.folded_messages, "keptMessages": c.kept_messages, "summary": c.summary})
+}
