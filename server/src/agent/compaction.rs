@@ -36,6 +36,21 @@ material (keep what still holds, update what changed). Answer with exactly these
 (exact file paths, commands, error text, numbers)
 ## Relevant files";
 
+/// The summariser's message: the checkpoint so far (if any) and a stretch of conversation.
+fn summariser_input(previous: Option<&str>, conversation: &str) -> String {
+    let mut text = String::new();
+    if let Some(previous) = previous {
+        text.push_str(&format!(
+            "<previous-checkpoint>\n{}\n</previous-checkpoint>\n\n",
+            previous.trim()
+        ));
+    }
+    text.push_str(&format!(
+        "<conversation>\n{conversation}</conversation>\n\nWrite the checkpoint now."
+    ));
+    text
+}
+
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Compacted {
@@ -140,6 +155,35 @@ fn tail_start(messages: &[MessageView], keep: u32) -> Option<usize> {
 }
 
 impl Agent {
+    /// One summariser call: the template as system prompt, `text` as the message, no tools.
+    async fn summarise(
+        &self,
+        provider: &dyn crate::provider::Provider,
+        text: String,
+        max_tokens: u32,
+    ) -> Result<String, String> {
+        let request = ChatRequest {
+            model: self.model(),
+            system: vec![TEMPLATE.into()],
+            messages: vec![ChatMessage::User { text }],
+            tools: Vec::new(),
+            max_tokens,
+        };
+        let mut stream = provider
+            .stream(&request)
+            .await
+            .map_err(|e| format!("compaction failed: {e}"))?;
+        let mut summary = String::new();
+        while let Some(event) = stream.next().await {
+            match event.map_err(|e| format!("compaction failed: {e}"))? {
+                ProviderEvent::TextDelta(t) => summary.push_str(&t),
+                ProviderEvent::Finish(_) => break,
+                _ => {}
+            }
+        }
+        Ok(summary)
+    }
+
     /// Folds everything before the most recent turns into a checkpoint written by the model,
     /// and starts a new context epoch with it.
     pub async fn compact(&self, sid: &str) -> Result<Compacted, String> {
@@ -170,38 +214,31 @@ impl Agent {
             .ok_or("nothing to compact yet: the conversation is one turn long")?;
         let (folded, kept) = current.split_at(cut);
 
-        let mut transcript = String::new();
-        if let Some(previous) = epoch.as_ref().and_then(|e| e.summary.as_ref()) {
-            transcript.push_str(&format!(
-                "<previous-checkpoint>\n{}\n</previous-checkpoint>\n\n",
-                previous.trim()
-            ));
-        }
-        transcript.push_str("<conversation>\n");
-        for m in folded {
-            render(m, &mut transcript);
-        }
-        transcript.push_str("</conversation>\n\nWrite the checkpoint now.");
+        // The summariser's window holds one chunk of the folded material at a time (with
+        // the template, the checkpoint so far and room for its answer): chunks are folded in
+        // turn, each into the checkpoint of the ones before.
         let limits = self.limits();
-        let request = ChatRequest {
-            model: self.model(),
-            system: vec![TEMPLATE.into()],
-            messages: vec![ChatMessage::User { text: transcript }],
-            tools: Vec::new(),
-            max_tokens: limits.max_output_tokens.min(8_192),
-        };
-        let mut stream = provider
-            .stream(&request)
-            .await
-            .map_err(|e| format!("compaction failed: {e}"))?;
-        let mut summary = String::new();
-        while let Some(event) = stream.next().await {
-            match event.map_err(|e| format!("compaction failed: {e}"))? {
-                ProviderEvent::TextDelta(t) => summary.push_str(&t),
-                ProviderEvent::Finish(_) => break,
-                _ => {}
+        let max_tokens = limits.max_output_tokens.min(8_192);
+        let room = (limits.usable_input() as usize)
+            .saturating_sub(crate::tokens::count(TEMPLATE) + max_tokens as usize + 512)
+            .max(1_024);
+        let mut summary = epoch.as_ref().and_then(|e| e.summary.clone());
+        let mut chunk = String::new();
+        let mut chunk_tokens = 0;
+        for (i, m) in folded.iter().enumerate() {
+            let mut piece = String::new();
+            render(m, &mut piece);
+            chunk_tokens += crate::tokens::count(&piece);
+            chunk.push_str(&piece);
+            let last = i + 1 == folded.len();
+            let budget = room.saturating_sub(summary.as_deref().map_or(0, crate::tokens::count));
+            if last || chunk_tokens >= budget.max(512) {
+                let text = summariser_input(summary.as_deref(), &std::mem::take(&mut chunk));
+                chunk_tokens = 0;
+                summary = Some(self.summarise(provider.as_ref(), text, max_tokens).await?);
             }
         }
+        let summary = summary.unwrap_or_default();
         if summary.trim().is_empty() {
             return Err("compaction failed: the model wrote an empty checkpoint".into());
         }
