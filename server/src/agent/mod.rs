@@ -311,6 +311,15 @@ impl Agent {
         }
         let started = Instant::now();
         crate::memory::seed(&self.workspace);
+        let limits = self.limits();
+        if !limits.known {
+            tracing::warn!(
+                "unknown model {:?}: assuming a {}-token window; set context_window (and \
+                 max_output_tokens) to what it really takes",
+                self.model(),
+                limits.context_window
+            );
+        }
         loop {
             match baseline::build(&self.workspace, &self.skills()) {
                 Ok((text, record)) => {
