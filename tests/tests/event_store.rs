@@ -70,7 +70,7 @@ fn two_processes_appending_at_once_lose_nothing() {
         .map(|s| {
             (
                 s["title"].as_str().unwrap().into(),
-                s["messages"].as_i64().unwrap(),
+                s["messageCount"].as_i64().unwrap(),
             )
         })
         .collect();

@@ -66,6 +66,8 @@ pub struct SessionSummary {
     pub mode: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// How many messages (`messageCount`: a session view also has the `messages` list).
+    #[serde(rename = "messageCount")]
     pub messages: i64,
     /// A staged revert: `{messageId, snapshot, files}`.
     pub revert: Option<Value>,
