@@ -4,7 +4,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::fake_llm::Recorded;
 
@@ -33,6 +33,25 @@ pub fn workspace_bin(name: &str) -> PathBuf {
 
 pub fn agent_lsp_bin() -> PathBuf {
     workspace_bin("agent-lsp")
+}
+
+/// The repository's top folder (editors, fixtures).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate sits in the workspace")
+        .to_path_buf()
+}
+
+/// The model's side of "make the answer 42" (the editor tests' task): an edit of
+/// src/lib.rs, then, once the edit's result is back, a closing line.
+pub fn answer_edit_turns() -> Vec<Value> {
+    vec![
+        json!({"reply": {"text": "Fixing it.", "tool_calls": [{"name": "edit", "arguments": {
+            "filePath": "src/lib.rs", "oldString": "    41", "newString": "    42"}}]}}),
+        json!({"expect": {"last_message_contains": "Edited src/lib.rs"},
+               "reply": {"text": "The answer is now 42."}}),
+    ]
 }
 
 /// Private HOME, config and data folders, so a test never reads or writes the user's.
@@ -75,6 +94,19 @@ impl TestEnv {
     /// A folder to use as the workspace.
     pub fn workspace(&self) -> PathBuf {
         self.dir.path().join("workspace")
+    }
+
+    /// The editor tests' workspace: the user config points at `llm` (OpenAI format, key in
+    /// `$FAKE_KEY`) and src/lib.rs says the answer is 41. Returns src/lib.rs.
+    pub fn answer_workspace(&self, llm: &FakeLlm) -> PathBuf {
+        self.write_user_config(&format!(
+            "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
+            llm.url
+        ));
+        let file = self.workspace().join("src/lib.rs");
+        std::fs::create_dir_all(file.parent().expect("src")).unwrap();
+        std::fs::write(&file, "pub fn answer() -> u32 {\n    41\n}\n").unwrap();
+        file
     }
 
     pub fn write_user_config(&self, toml: &str) {

@@ -2,28 +2,15 @@
 //! that declares exactly what Helix declares (no flags, no showMessageRequest).
 
 use agent_lsp_tests::lsp_client::{LspClient, file_uri, initialize_params};
-use agent_lsp_tests::process::{FakeLlm, TestEnv};
+use agent_lsp_tests::process::{FakeLlm, TestEnv, answer_edit_turns};
 use serde_json::{Value, json};
 
 fn configure(env: &TestEnv, llm: &FakeLlm) {
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-        llm.url
-    ));
-    std::fs::create_dir_all(env.workspace().join("src")).unwrap();
-    std::fs::write(
-        env.workspace().join("src/lib.rs"),
-        "pub fn answer() -> u32 {\n    41\n}\n",
-    )
-    .unwrap();
+    env.answer_workspace(llm);
 }
 
 fn edit_script() -> Value {
-    json!({"turns": [
-        {"reply": {"text": "Fixing it.", "tool_calls": [{"name": "edit", "arguments": {
-            "filePath": "src/lib.rs", "oldString": "    41", "newString": "    42"}}]}},
-        {"expect": {"last_message_contains": "Edited src/lib.rs"}, "reply": {"text": "The answer is now 42."}}
-    ]})
+    json!({ "turns": answer_edit_turns() })
 }
 
 async fn open(client: &LspClient, env: &TestEnv, text: &str) -> String {

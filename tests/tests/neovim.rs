@@ -7,21 +7,14 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin};
+use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin, answer_edit_turns, repo_root};
 use serde_json::json;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace")
-        .to_path_buf()
-}
 
 fn nvim() -> PathBuf {
     if let Some(p) = std::env::var_os("AGENT_LSP_NVIM") {
         return PathBuf::from(p);
     }
-    let venv = repo().join(".venv/bin/nvim");
+    let venv = repo_root().join(".venv/bin/nvim");
     assert!(
         venv.exists(),
         "Neovim is needed: run scripts/test (it installs it into .venv), or set AGENT_LSP_NVIM"
@@ -31,28 +24,19 @@ fn nvim() -> PathBuf {
 
 #[test]
 fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
-    let script = json!({"turns": [
-        {"reply": {"text": "Fixing it.", "tool_calls": [{"name": "edit", "arguments": {
-            "filePath": "src/lib.rs", "oldString": "    41", "newString": "    42"}}]}},
-        {"expect": {"last_message_contains": "Edited src/lib.rs"},
-         "reply": {"text": "The answer is now 42."}},
-        {"expect": {"last_message_contains": "run the tests"},
+    let mut turns = answer_edit_turns();
+    turns.extend([
+        json!({"expect": {"last_message_contains": "run the tests"},
          "reply": {"text": "Running them.", "tool_calls": [{"name": "bash", "arguments": {
-            "command": "cargo test", "description": "run the tests"}}]}},
-        {"expect": {"last_message_contains": "not now, the build is slow"},
-         "reply": {"text": "Understood, not running it."}}
-    ]});
-    let llm = FakeLlm::start(&script, "openai");
+            "command": "cargo test", "description": "run the tests"}}]}}),
+        json!({"expect": {"last_message_contains": "not now, the build is slow"},
+         "reply": {"text": "Understood, not running it."}}),
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
     let env = TestEnv::new();
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-        llm.url
-    ));
-    let file = env.workspace().join("src/lib.rs");
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    std::fs::write(&file, "pub fn answer() -> u32 {\n    41\n}\n").unwrap();
+    let file = env.answer_workspace(&llm);
 
-    let plugin = repo().join("editors/nvim");
+    let plugin = repo_root().join("editors/nvim");
     let mut cmd = Command::new(nvim());
     env.apply(&mut cmd);
     cmd.args(["--headless", "-u", "NONE", "-i", "NONE", "-n", "--cmd"])

@@ -9,19 +9,12 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin};
+use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin, answer_edit_turns, repo_root};
 use serde_json::json;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace")
-        .to_path_buf()
-}
 
 #[test]
 fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
-    let vsix = repo().join("editors/vscode/agent-lsp.vsix");
+    let vsix = repo_root().join("editors/vscode/agent-lsp.vsix");
     // Where editors/vscode/scripts/setup-code-server installs (shared by every clone).
     let cache = std::env::var_os("AGENT_LSP_VSCODE_CACHE")
         .map(PathBuf::from)
@@ -41,29 +34,17 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
         cache.display()
     );
 
-    let script = json!({"turns": [
-        {"reply": {"text": "Fixing it.", "tool_calls": [{"name": "edit", "arguments": {
-            "filePath": "src/lib.rs", "oldString": "    41", "newString": "    42"}}]}},
-        {"expect": {"last_message_contains": "Edited src/lib.rs"},
-         "reply": {"text": "The answer is now 42."}}
-    ]});
-    let llm = FakeLlm::start(&script, "openai");
+    let llm = FakeLlm::start(&json!({ "turns": answer_edit_turns() }), "openai");
     let env = TestEnv::new();
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-        llm.url
-    ));
-    let file = env.workspace().join("src/lib.rs");
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    std::fs::write(&file, "pub fn answer() -> u32 {\n    41\n}\n").unwrap();
-    let artifacts = repo().join("target/test-artifacts/vscode");
+    let file = env.answer_workspace(&llm);
+    let artifacts = repo_root().join("target/test-artifacts/vscode");
     let _ = std::fs::remove_file(artifacts.join("chat.png"));
 
     let mut cmd = Command::new("node");
     env.apply(&mut cmd);
     // The script's output goes straight to the test's (its steps show as they pass).
     let status = cmd
-        .arg(repo().join("editors/vscode/test/e2e.mjs"))
+        .arg(repo_root().join("editors/vscode/test/e2e.mjs"))
         .env("NODE_PATH", cache.join("node_modules"))
         .env("CODE_SERVER", &code_server)
         .env("VSIX", &vsix)
