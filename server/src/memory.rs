@@ -23,6 +23,15 @@ pub enum Scope {
     Project,
 }
 
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Global => "global",
+            Scope::Project => "project",
+        }
+    }
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -278,10 +287,7 @@ pub fn baseline_section(blocks: &[Block]) -> String {
         out.push_str(&format!(
             "<block label=\"{}\" scope=\"{}\" description=\"{}\"{}>\n{shown}",
             b.label,
-            serde_json::to_value(b.scope)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default(),
+            b.scope.as_str(),
             b.description.replace('"', "'"),
             if b.read_only {
                 " read_only=\"true\""

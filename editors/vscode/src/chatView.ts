@@ -75,7 +75,7 @@ export class ChatView implements vscode.WebviewViewProvider {
   }
 
   /** Sends the state soon (one message per batch). */
-  render(_state: ChatState) {
+  render() {
     if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;

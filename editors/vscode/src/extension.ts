@@ -119,7 +119,7 @@ export class Agent {
   refresh() {
     this.status.text = statusText(this.state, this.waiting);
     this.status.tooltip = "agent-lsp: show the chat";
-    this.view.render(this.state);
+    this.view.render();
   }
 
   private onUpdate(params: any) {

@@ -70,6 +70,8 @@ pub fn project_messages(messages: &[MessageView]) -> Vec<ChatMessage> {
 /// calibrated token estimate), in which case the loop compacts first.
 pub struct StepRequest {
     pub request: ChatRequest,
+    /// Our token count of the request (uncalibrated; stored beside the provider's).
+    pub estimate: usize,
     pub over_budget: bool,
 }
 
@@ -136,9 +138,10 @@ pub fn build_request(
         .map(|p| &p.data)
         .collect::<Vec<_>>();
     let ratio = crate::tokens::calibration(usage.into_iter(), &request.model);
-    let estimate = crate::tokens::count_request(&request) as f64 * ratio;
+    let estimate = crate::tokens::count_request(&request);
     Ok(StepRequest {
-        over_budget: estimate > f64::from(limits.usable_input()),
+        over_budget: estimate as f64 * ratio > f64::from(limits.usable_input()),
+        estimate,
         request,
     })
 }

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Action, Config};
 use crate::editor::{EditorPort, PermissionReply, PermissionRequest, Update};
-use crate::provider::{ChatRequest, Provider, ProviderError, ProviderEvent, retry};
+use crate::provider::{Provider, ProviderError, ProviderEvent, retry};
 use crate::store::{Event, Store, new_id};
 use crate::tools::{CallStatus, Registry, ToolContext};
 
@@ -872,7 +872,7 @@ impl Agent {
                 }
             }
             match self
-                .stream_answer(sid, message_id, &step.request, cancel, !compacted)
+                .stream_answer(sid, message_id, &step, cancel, !compacted)
                 .await
             {
                 Ok(answer) => return Ok(answer),
@@ -899,12 +899,12 @@ impl Agent {
         &self,
         sid: &str,
         message_id: &str,
-        request: &ChatRequest,
+        step: &context::StepRequest,
         cancel: &CancellationToken,
         may_compact: bool,
     ) -> Result<Answer, Interrupt> {
         let mut attempt = 0;
-        let estimate = crate::tokens::count_request(request);
+        let (request, estimate) = (&step.request, step.estimate);
         loop {
             let mut writer = AnswerWriter::new(self, sid, message_id, estimate);
             let Some(provider) = &self.provider else {

@@ -35,25 +35,18 @@ pub struct MemoryList;
 pub struct MemorySet;
 pub struct MemoryReplace;
 
-fn scope_name(b: &Block) -> String {
-    serde_json::to_value(b.scope)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
-}
-
 fn written(b: Block, verb: &str) -> ToolOutput {
     ToolOutput {
         title: format!("{verb} memory block {}", b.label),
         output: format!(
             "{verb} memory block {:?} ({}, {}/{} characters).",
             b.label,
-            scope_name(&b),
+            b.scope.as_str(),
             b.content.chars().count(),
             b.limit
         ),
         metadata: json!({"label": b.label, "path": b.path}),
-        memory: Some((scope_name(&b), b.label.clone(), b.content.clone())),
+        memory: Some((b.scope.as_str().into(), b.label.clone(), b.content.clone())),
         ..Default::default()
     }
 }
@@ -82,7 +75,7 @@ impl TypedTool for MemoryList {
                             format!(
                                 "## {} ({}{}, {}/{} characters)\n{}\n\n{}",
                                 b.label,
-                                scope_name(b),
+                                b.scope.as_str(),
                                 if b.read_only { ", read-only" } else { "" },
                                 b.content.chars().count(),
                                 b.limit,
