@@ -2,12 +2,19 @@
 //! baseline's change record): 64-bit FNV-1a, identical across releases and platforms, unlike
 //! `std`'s `DefaultHasher`.
 
+/// FNV-1a of the pieces, one after the other (as of their concatenation).
+pub fn stable<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    pieces
+        .into_iter()
+        .flatten()
+        .fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ *b as u64).wrapping_mul(0x100000001b3)
+        })
+}
+
 /// FNV-1a of `bytes`, as 16 hex digits.
 pub fn stable_hex(bytes: &[u8]) -> String {
-    let h = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100000001b3)
-    });
-    format!("{h:016x}")
+    format!("{:016x}", stable([bytes]))
 }
 
 #[cfg(test)]

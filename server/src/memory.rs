@@ -4,8 +4,8 @@
 //!
 //! A block is `<label>.md` with front matter (`label`, `description`, `limit` in characters,
 //! `read_only`): global ones in `$XDG_CONFIG_HOME/agent-lsp/memory/`, the project's in
-//! `<workspace>/.agent-lsp/memory/` (kept out of git through `.git/info/exclude`, never the
-//! user's `.gitignore`). A project block shadows a global one of the same label.
+//! `<workspace>/.agent-lsp/memory/` (kept out of git by a `.gitignore` of `*` inside
+//! `.agent-lsp/`: neither the user's `.git` nor their own `.gitignore` is written). A project block shadows a global one of the same label.
 
 use std::path::{Path, PathBuf};
 
@@ -81,61 +81,31 @@ const SEEDS: &[(Scope, &str, &str)] = &[
     ),
 ];
 
-/// Creates the `human` and `project` blocks when they do not exist yet; the first time the
-/// project's memory folder is made, it is added to `.git/info/exclude`.
+/// Creates the `human` and `project` blocks when they do not exist yet. The project's folder
+/// ignores itself (`paths::ensure_workspace_dir`): nothing is written under `.git`.
 pub fn seed(workspace: &Path) {
     for &(scope, label, description) in SEEDS {
         let dir = match scope {
-            Scope::Global => global_dir(),
-            Scope::Project => project_dir(workspace),
+            Scope::Global => std::fs::create_dir_all(global_dir()).map(|_| global_dir()),
+            Scope::Project => crate::paths::ensure_workspace_dir(workspace, "memory"),
+        };
+        let Ok(dir) = dir else {
+            tracing::warn!("cannot create the {} memory folder", scope.as_str());
+            continue;
         };
         let path = dir.join(format!("{label}.md"));
         if path.exists() {
             continue;
         }
-        let fresh_dir = !dir.exists();
         let meta = Meta {
             label: Some(label.into()),
             description: description.into(),
             ..Default::default()
         };
-        if std::fs::create_dir_all(&dir)
-            .and_then(|_| std::fs::write(&path, crate::frontmatter::render(&meta, "")))
-            .is_err()
-        {
+        if std::fs::write(&path, crate::frontmatter::render(&meta, "")).is_err() {
             tracing::warn!("cannot create the memory block {}", path.display());
-            continue;
-        }
-        if scope == Scope::Project && fresh_dir {
-            exclude_from_git(workspace);
         }
     }
-}
-
-/// Adds `.agent-lsp/memory/` to the repository's `info/exclude` (not the user's .gitignore).
-fn exclude_from_git(workspace: &Path) {
-    let Ok(repo) = git2::Repository::discover(workspace) else {
-        return;
-    };
-    let Some(top) = repo.workdir() else { return };
-    let rel = project_dir(workspace)
-        .strip_prefix(top)
-        .map(|p| format!("/{}/", p.display()))
-        .unwrap_or_else(|_| ".agent-lsp/memory/".into());
-    let exclude = repo.commondir().join("info/exclude");
-    let current = std::fs::read_to_string(&exclude).unwrap_or_default();
-    if current.lines().any(|l| l.trim() == rel) {
-        return;
-    }
-    let mut text = current;
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(&format!("# agent-lsp's project memory\n{rel}\n"));
-    if let Some(dir) = exclude.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let _ = std::fs::write(&exclude, text);
 }
 
 fn read_dir(dir: &Path, scope: Scope) -> Vec<Block> {
@@ -185,16 +155,18 @@ pub fn load(workspace: &Path) -> Vec<Block> {
     out
 }
 
-fn save(block: &Block) -> Result<(), String> {
+fn save(workspace: &Path, block: &Block) -> Result<(), String> {
     let meta = Meta {
         label: Some(block.label.clone()),
         description: block.description.clone(),
         limit: (block.limit != DEFAULT_LIMIT).then_some(block.limit),
         read_only: block.read_only,
     };
-    if let Some(dir) = block.path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
+    let made = match block.scope {
+        Scope::Project => crate::paths::ensure_workspace_dir(workspace, "memory").map(|_| ()),
+        Scope::Global => block.path.parent().map_or(Ok(()), std::fs::create_dir_all),
+    };
+    made.map_err(|e| format!("cannot create the memory folder: {e}"))?;
     std::fs::write(
         &block.path,
         crate::frontmatter::render(&meta, &block.content),
@@ -246,7 +218,7 @@ pub fn set(workspace: &Path, label: &str, content: &str) -> Result<Block, String
         });
     writable(&block, content)?;
     block.content = content.to_string();
-    save(&block)?;
+    save(workspace, &block)?;
     Ok(block)
 }
 
@@ -268,7 +240,7 @@ pub fn replace(workspace: &Path, label: &str, old: &str, new: &str) -> Result<Bl
     let content = block.content.replacen(old, new, 1);
     writable(&block, &content)?;
     block.content = content;
-    save(&block)?;
+    save(workspace, &block)?;
     Ok(block)
 }
 

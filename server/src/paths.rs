@@ -42,3 +42,61 @@ pub fn user_config_file() -> PathBuf {
 
 /// The name of a workspace's own config file, at its root.
 pub const WORKSPACE_CONFIG_FILE: &str = ".agent-lsp.toml";
+
+/// The folder agent-lsp keeps in a workspace (project memory; skills a user adds).
+pub const WORKSPACE_DIR: &str = ".agent-lsp";
+
+/// Creates `<workspace>/.agent-lsp/<sub>` for files of ours. A folder we create ignores itself
+/// with a `.gitignore` of `*` (git then shows none of it), so the user's `.git` and
+/// `.gitignore` are never written. When `.agent-lsp/` already exists (the user's own, for
+/// skills), the new subfolder ignores itself instead.
+pub fn ensure_workspace_dir(workspace: &std::path::Path, sub: &str) -> std::io::Result<PathBuf> {
+    let top = workspace.join(WORKSPACE_DIR);
+    let dir = top.join(sub);
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    let ignoring = if top.is_dir() { dir.clone() } else { top };
+    std::fs::create_dir_all(&dir)?;
+    let ignore = ignoring.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(ignore, "# agent-lsp's own files: kept out of git\n*\n")?;
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_folders_ignore_themselves() {
+        let ws = tempfile::tempdir().unwrap();
+        let dir = ensure_workspace_dir(ws.path(), "memory").unwrap();
+        assert!(dir.is_dir());
+        let top = ws.path().join(WORKSPACE_DIR);
+        assert!(
+            std::fs::read_to_string(top.join(".gitignore"))
+                .unwrap()
+                .ends_with("\n*\n")
+        );
+        assert!(!dir.join(".gitignore").exists(), "the top one covers it");
+
+        // The user's own .agent-lsp/ (for skills): only our subfolder ignores itself.
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".agent-lsp/skills")).unwrap();
+        let dir = ensure_workspace_dir(ws.path(), "memory").unwrap();
+        assert!(!ws.path().join(".agent-lsp/.gitignore").exists());
+        assert!(dir.join(".gitignore").exists());
+        // A user's edit of our .gitignore stays.
+        std::fs::write(dir.join(".gitignore"), "# mine\n").unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(".gitignore"), "# mine\n").unwrap();
+        ensure_workspace_dir(ws.path(), "memory").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".gitignore")).unwrap(),
+            "# mine\n"
+        );
+    }
+}

@@ -111,6 +111,22 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
                 return (StatusCode::BAD_REQUEST, reason).into_response();
             }
         };
+        if let Some(max) = shared.script.max_context_tokens {
+            let tokens = agent_lsp::tokens::count(&body_value.to_string()) as u64;
+            if tokens > max {
+                let reason = format!("{tokens} tokens > {max} maximum");
+                record(
+                    &mut shared,
+                    Recorded {
+                        turn: None,
+                        path,
+                        body: body_value,
+                        error: Some(format!("context overflow: {reason}")),
+                    },
+                );
+                return overflow_response(shared.format, &reason);
+            }
+        }
         let index = shared.next_turn;
         let Some(turn) = shared.script.turns.get(index).cloned() else {
             record(
@@ -159,22 +175,7 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
     if fault.context_overflow {
-        return match format {
-            Format::Openai => error_response(
-                format,
-                400,
-                "invalid_request_error",
-                "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.",
-                Some("context_length_exceeded"),
-            ),
-            Format::Anthropic => error_response(
-                format,
-                400,
-                "invalid_request_error",
-                "prompt is too long: 208310 tokens > 200000 maximum",
-                None,
-            ),
-        };
+        return overflow_response(format, "131072 tokens > 128000 maximum");
     }
     if let Some(status) = fault.status {
         let message = fault
@@ -228,6 +229,28 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
         Format::Anthropic => anthropic_events(&reply, &model, turn_index, chunk_chars),
     };
     sse_response(events, &fault, format, script.chunk_delay_ms)
+}
+
+/// The provider's "context too long" error, in its own words.
+fn overflow_response(format: Format, reason: &str) -> Response {
+    match format {
+        Format::Openai => error_response(
+            format,
+            400,
+            "invalid_request_error",
+            &format!(
+                "This model's maximum context length is exceeded ({reason}). Please reduce the length of the messages."
+            ),
+            Some("context_length_exceeded"),
+        ),
+        Format::Anthropic => error_response(
+            format,
+            400,
+            "invalid_request_error",
+            &format!("prompt is too long: {reason}"),
+            None,
+        ),
+    }
 }
 
 fn error_type(status: u16) -> &'static str {

@@ -51,11 +51,12 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// The work tree without `.git`.
+/// The work tree without `.git` and without agent-lsp's own folder (the first run seeds the
+/// project's memory there; reverts leave it alone).
 fn work_tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     files(dir)
         .into_iter()
-        .filter(|(p, _)| !p.starts_with(dir.join(".git")))
+        .filter(|(p, _)| !p.starts_with(dir.join(".git")) && !p.starts_with(dir.join(".agent-lsp")))
         .collect()
 }
 
@@ -72,15 +73,6 @@ fn setup(llm: &FakeLlm, with_git: bool, extra: &str) -> TestEnv {
     std::fs::write(ws.join("doomed.txt"), "to be deleted\n").unwrap();
     std::fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
     std::fs::write(ws.join("notes 日本.md"), "unicode\n").unwrap();
-    // The project's memory block exists already, so the first run does not seed it (seeding
-    // adds the folder to .git/info/exclude, on purpose; these tests prove that snapshots,
-    // reverts and redos never write the user's .git).
-    std::fs::create_dir_all(ws.join(".agent-lsp/memory")).unwrap();
-    std::fs::write(
-        ws.join(".agent-lsp/memory/project.md"),
-        "---\nlabel: project\n---\n",
-    )
-    .unwrap();
     if with_git {
         std::fs::write(ws.join(".gitignore"), "build/\n").unwrap();
         git(&ws, &["init", "-q"]);
@@ -247,12 +239,27 @@ fn a_turn_full_of_changes_reverts_redoes_and_commits_without_touching_git() {
                 .contains("change many things")
         );
 
+        // The first run seeded the project's memory in a folder that ignores itself.
+        assert!(ws.join(".agent-lsp/memory/project.md").exists());
+        assert_eq!(
+            std::fs::read_to_string(ws.join(".agent-lsp/.gitignore")).unwrap(),
+            "# agent-lsp's own files: kept out of git\n*\n"
+        );
         if with_git {
             assert_eq!(
                 files(&ws.join(".git")),
                 git_before,
-                "the user's .git is byte-for-byte unchanged"
+                "the user's .git is byte-for-byte unchanged (memory seeded, edits, revert, \
+                 redo, revert, commit)"
             );
+            // (Last: `git status` may refresh the index.) Git shows nothing of ours.
+            let status = Command::new("git")
+                .args(["status", "--porcelain", "--untracked-files=all"])
+                .current_dir(&ws)
+                .output()
+                .unwrap();
+            let status = String::from_utf8_lossy(&status.stdout);
+            assert!(!status.contains(".agent-lsp"), "{status}");
         }
     }
 }

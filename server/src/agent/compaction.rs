@@ -16,7 +16,7 @@ use crate::store::{Event, MessageView};
 /// How much of the end of the conversation stays verbatim by default, in tokens.
 pub const KEEP_RECENT_TOKENS: u32 = 8_000;
 /// Tool outputs longer than this (characters) reach the summariser as a stub.
-const STUB_OVER_CHARS: usize = 1_500;
+pub(super) const STUB_OVER_CHARS: usize = 1_500;
 
 const TEMPLATE: &str = "You write the checkpoint of a coding session: the conversation \
 before it will be replaced by what you write, and the work continues from it alone. Distil, \
@@ -76,7 +76,8 @@ fn render(m: &MessageView, out: &mut String) {
                 let status = p.status.as_deref().unwrap_or("unknown");
                 out.push_str(&format!("[tool {name} {input}] ({status}) "));
                 if output.chars().count() > STUB_OVER_CHARS {
-                    out.push_str(&stub(name, output, status, &m.message_id));
+                    let whereabouts = format!("in message {} of the session log", m.message_id);
+                    out.push_str(&stub(name, output, status == "completed", &whereabouts));
                 } else {
                     out.push_str(output.trim_end());
                 }
@@ -87,8 +88,9 @@ fn render(m: &MessageView, out: &mut String) {
     }
 }
 
-/// The loss-annotated stand-in for a long tool output.
-fn stub(tool: &str, output: &str, status: &str, message_id: &str) -> String {
+/// The loss-annotated stand-in for a long tool output: what it was, how big, whether it
+/// failed, its first lines and the files it names, and where the whole of it is.
+pub(super) fn stub(tool: &str, output: &str, succeeded: bool, whereabouts: &str) -> String {
     let paths: Vec<String> = output
         .split_whitespace()
         .map(|w| w.trim_matches(|c: char| "\"'`()[]{}<>,;:".contains(c)))
@@ -101,13 +103,9 @@ fn stub(tool: &str, output: &str, status: &str, message_id: &str) -> String {
     let head: String = output.lines().take(3).collect::<Vec<_>>().join(" | ");
     format!(
         "[output of {tool} not shown: {} characters, {}; first lines: {}{}; the full output is \
-         in message {message_id} of the session log, and the recall tool finds it]",
+         {whereabouts}, and the recall tool finds it]",
         output.chars().count(),
-        if status == "completed" {
-            "succeeded"
-        } else {
-            "failed"
-        },
+        if succeeded { "succeeded" } else { "failed" },
         head.chars().take(200).collect::<String>(),
         if paths.is_empty() {
             String::new()

@@ -70,16 +70,25 @@ pub fn project_messages(messages: &[MessageView]) -> Vec<ChatMessage> {
 /// calibrated token estimate), in which case the loop compacts first.
 pub struct StepRequest {
     pub request: ChatRequest,
-    /// Our token count of the request (uncalibrated; stored beside the provider's).
+    /// Our token estimate of the request (uncalibrated; stored beside the provider's).
     pub estimate: usize,
     pub over_budget: bool,
+    /// How many tool outputs of the current turn it shows as stubs.
+    pub stubbed: usize,
 }
 
+/// The request of the next step. With `squeeze`, the tool outputs of the current turn
+/// become loss-annotated stubs, oldest first, until the (calibrated) estimate is within that
+/// fraction of the usable window: a single long task then fits although compaction has
+/// nothing to fold. The prompt itself stays verbatim; whole outputs stay in the log and in
+/// the tool-output folder, where the stub says they are. Oldest first keeps the request's
+/// prefix stable from one step to the next (the stubbed set only grows).
 pub fn build_request(
     agent: &Agent,
     sid: &str,
     ctx: &ToolContext,
     last_step: bool,
+    squeeze: Option<f64>,
 ) -> Result<StepRequest, String> {
     let (view, epoch) = {
         let store = agent.store.lock().unwrap_or_else(|p| p.into_inner());
@@ -114,6 +123,10 @@ pub fn build_request(
         }
     }
     messages.extend(project_messages(shown));
+    let turn_start = messages
+        .iter()
+        .rposition(|m| matches!(m, ChatMessage::User { .. }))
+        .unwrap_or(0);
     let tools = if last_step {
         messages.push(ChatMessage::User {
             text: WRAP_UP.into(),
@@ -137,13 +150,70 @@ pub fn build_request(
         .filter(|p| p.kind == "usage")
         .map(|p| &p.data)
         .collect::<Vec<_>>();
-    let ratio = crate::tokens::calibration(usage.into_iter(), &request.model);
-    let estimate = crate::tokens::count_request(&request);
+    let calibration = crate::tokens::calibration(usage.into_iter(), &request.model);
+    let mut request = request;
+    let mut stubbed = 0;
+    if let Some(fraction) = squeeze {
+        let target = f64::from(limits.usable_input()) * fraction;
+        let total = crate::tokens::estimate_request(&request);
+        stubbed = stub_outputs(
+            &mut request.messages[turn_start..],
+            calibration,
+            target,
+            total,
+        );
+        if stubbed > 0 {
+            tracing::info!(session = %sid, stubbed, "older tool outputs of this turn shown as stubs");
+        }
+    }
+    let (over_budget, estimate) =
+        crate::tokens::over_budget(&request, calibration, limits.usable_input());
     Ok(StepRequest {
-        over_budget: estimate as f64 * ratio > f64::from(limits.usable_input()),
+        over_budget,
         estimate,
         request,
+        stubbed,
     })
+}
+
+/// Turns tool results in `messages`, in order, into stubs until `total` (the request's
+/// estimate) times the calibration is within `target`; returns how many it stubbed.
+fn stub_outputs(
+    messages: &mut [ChatMessage],
+    calibration: Option<f64>,
+    target: f64,
+    mut total: usize,
+) -> usize {
+    let ratio = calibration.unwrap_or(1.0);
+    let dir = crate::tools::truncate::output_dir();
+    let mut stubbed = 0;
+    for m in messages {
+        if total as f64 * ratio <= target {
+            break;
+        }
+        let ChatMessage::ToolResult {
+            call_id,
+            name,
+            content,
+            is_error,
+        } = m
+        else {
+            continue;
+        };
+        if content.chars().count() <= super::compaction::STUB_OVER_CHARS {
+            continue;
+        }
+        let whereabouts = match crate::tools::truncate::keep_whole(content, &dir, call_id) {
+            Ok(path) => format!("in {} (read it with offset/limit)", path.display()),
+            Err(_) => "in the session log".to_string(),
+        };
+        let stub = super::compaction::stub(name, content, !*is_error, &whereabouts);
+        total =
+            total.saturating_sub(crate::tokens::estimate(content)) + crate::tokens::estimate(&stub);
+        *content = stub;
+        stubbed += 1;
+    }
+    stubbed
 }
 
 /// The summary of folded messages as the model reads it.

@@ -46,6 +46,9 @@ pub struct TurnOutcome {
 /// Deltas are written in batches: at most this often, or when this much text waits.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
 const FLUSH_BYTES: usize = 8 * 1024;
+/// How far the current turn's tool outputs are squeezed, as fractions of the usable window:
+/// first to fit our estimate, then tighter after each overflow the provider reports.
+const SQUEEZE: [f64; 3] = [1.0, 0.7, 0.4];
 /// How long the very first baseline may wait for an unreadable instruction file.
 const BASELINE_WAIT: Duration = Duration::from_secs(3);
 
@@ -849,8 +852,10 @@ impl Agent {
         );
     }
 
-    /// One step's answer. A request over the model's usable window is compacted first; a
-    /// provider's context-overflow error compacts and asks again, once.
+    /// One step's answer. A request over the model's usable window is compacted first (older
+    /// turns fold into a checkpoint); what still does not fit — the current turn's own tool
+    /// outputs — is squeezed (older outputs as stubs). A provider's context-overflow error
+    /// compacts or squeezes harder and asks again, up to [`SQUEEZE`]'s last level.
     async fn answer_step(
         &self,
         sid: &str,
@@ -860,35 +865,52 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<Answer, TurnOutcome> {
         let mut compacted = false;
+        // The index into SQUEEZE of the fraction in force, if any.
+        let mut squeeze: Option<usize> = None;
+        // After an overflow: its message and how many outputs the request had as stubs.
+        let mut overflowed: Option<(String, usize)> = None;
         loop {
-            let step =
-                context::build_request(self, sid, ctx, last).map_err(|e| self.fail(sid, e))?;
+            let step = context::build_request(self, sid, ctx, last, squeeze.map(|i| SQUEEZE[i]))
+                .map_err(|e| self.fail(sid, e))?;
             if step.over_budget && !compacted {
                 compacted = true;
                 match self.compact(sid).await {
                     Ok(_) => continue,
-                    // The estimate may be pessimistic: the provider has the last word.
-                    Err(e) => tracing::warn!(session = %sid, "compaction before a step: {e}"),
+                    Err(e) => tracing::info!(session = %sid, "compaction before a step: {e}"),
                 }
             }
+            if step.over_budget && squeeze.is_none() {
+                squeeze = Some(0);
+                continue;
+            }
+            if let Some((error, before)) = &overflowed
+                && step.stubbed == *before
+            {
+                // Squeezing found nothing more to stub: the same request would fail again.
+                return Err(self.fail(sid, overflow_message(error)));
+            }
+            let may_retry = squeeze.is_none_or(|i| i + 1 < SQUEEZE.len());
             match self
-                .stream_answer(sid, message_id, &step, cancel, !compacted)
+                .stream_answer(sid, message_id, &step, cancel, may_retry)
                 .await
             {
                 Ok(answer) => return Ok(answer),
                 Err(Interrupt::Outcome(outcome)) => return Err(outcome),
                 Err(Interrupt::Overflow(error)) => {
-                    compacted = true;
-                    if let Err(why) = self.compact(sid).await {
-                        return Err(self.fail(
-                            sid,
-                            format!(
-                                "{error}. The conversation does not fit the model's context \
-                                 window and compaction could not make room ({why}); start a new \
-                                 session, or set context_window to what the model really takes."
-                            ),
-                        ));
+                    if !compacted {
+                        compacted = true;
+                        match self.compact(sid).await {
+                            Ok(_) => continue,
+                            Err(why) => {
+                                tracing::info!(session = %sid, "{error}; compaction: {why}")
+                            }
+                        }
                     }
+                    // Our estimate said it fits, so squeeze below it (may_retry promised a
+                    // tighter level).
+                    squeeze = Some(squeeze.map_or(1, |i| i + 1));
+                    tracing::info!(session = %sid, "{error}; squeezing this turn's tool outputs");
+                    overflowed = Some((error, step.stubbed));
                 }
             }
         }
@@ -901,7 +923,7 @@ impl Agent {
         message_id: &str,
         step: &context::StepRequest,
         cancel: &CancellationToken,
-        may_compact: bool,
+        may_retry_smaller: bool,
     ) -> Result<Answer, Interrupt> {
         let mut attempt = 0;
         let (request, estimate) = (&step.request, step.estimate);
@@ -972,16 +994,14 @@ impl Agent {
                         }
                     }
                     writer.close(if had_output { "interrupted" } else { "error" });
-                    if may_compact
+                    if may_retry_smaller
                         && !had_output
                         && matches!(e, ProviderError::ContextOverflow { .. })
                     {
                         return Err(Interrupt::Overflow(e.to_string()));
                     }
                     let message = match &e {
-                        ProviderError::ContextOverflow { .. } => format!(
-                            "{e}. The conversation does not fit the model's context window even after compaction; start a new session, or set context_window to what the model really takes."
-                        ),
+                        ProviderError::ContextOverflow { .. } => overflow_message(&e.to_string()),
                         ProviderError::Retryable { .. } => {
                             format!("{e} (gave up after {} retries)", retry::MAX_RETRIES)
                         }
@@ -1005,6 +1025,15 @@ impl Agent {
             }
         }
     }
+}
+
+/// The error that ends a turn which does not fit however it is cut.
+fn overflow_message(error: &str) -> String {
+    format!(
+        "{error}. The conversation does not fit the model's context window even after \
+         compaction and with this turn's tool outputs as stubs; start a new session, or set \
+         context_window to what the model really takes."
+    )
 }
 
 /// A tool call as the model made it.

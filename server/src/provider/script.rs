@@ -28,6 +28,10 @@ pub struct Script {
     /// Characters of text (or of tool-call arguments) per streamed chunk.
     #[serde(default)]
     pub chunk_chars: Option<usize>,
+    /// A model server's window: a request whose body counts more tokens than this is
+    /// answered with the context-too-long error, and the turn is not used up.
+    #[serde(default)]
+    pub max_context_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

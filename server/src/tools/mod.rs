@@ -366,11 +366,7 @@ impl Registry {
 
     pub fn with(tools: Vec<Box<dyn Tool>>) -> Self {
         // The version changes whenever the set of tools does.
-        let version = tools.iter().fold(1469598103934665603u64, |h, t| {
-            t.name()
-                .bytes()
-                .fold(h, |h, b| (h ^ b as u64).wrapping_mul(1099511628211))
-        });
+        let version = crate::hash::stable(tools.iter().map(|t| t.name().as_bytes()));
         Self { tools, version }
     }
 

@@ -73,10 +73,9 @@ pub fn truncate(text: &str, keep_tail: bool, dir: &Path, call_id: &str) -> Strin
     out
 }
 
-fn save(text: &str, dir: &Path, call_id: &str) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let safe: String = call_id
-        .chars()
+/// `name` with every character outside `[A-Za-z0-9_-]` replaced: safe as a file name.
+fn file_safe(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -84,9 +83,28 @@ fn save(text: &str, dir: &Path, call_id: &str) -> std::io::Result<PathBuf> {
                 '_'
             }
         })
-        .collect();
-    let path = dir.join(format!("{}-{safe}.txt", crate::store::new_id()));
+        .collect()
+}
+
+fn save(text: &str, dir: &Path, call_id: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!(
+        "{}-{}.txt",
+        crate::store::new_id(),
+        file_safe(call_id)
+    ));
     std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// Keeps the whole output of call `call_id` under a name of its own (written once, so the
+/// same call always names the same file): for outputs the request shows as a stub.
+pub fn keep_whole(text: &str, dir: &Path, call_id: &str) -> std::io::Result<PathBuf> {
+    let path = dir.join(format!("stubbed-{}.txt", file_safe(call_id)));
+    if !path.exists() {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(&path, text)?;
+    }
     Ok(path)
 }
 
