@@ -218,6 +218,8 @@ pub enum LayerSource {
     Workspace,
     InitializationOptions,
     DidChangeConfiguration,
+    /// `agent-lsp run`'s flags (`--model`, `--mode`, …).
+    CommandLine,
 }
 
 /// The state of one layer: its last good value and the latest problem, if any.

@@ -285,7 +285,7 @@ mod tests {
             max_tokens: 100,
         };
         let small = request("hello ".repeat(10));
-        assert_eq!(over_budget(&small, None, 1000).0, false);
+        assert!(!over_budget(&small, None, 1000).0);
         let big = request("hello ".repeat(900));
         let exact = count_request(&big) as u32;
         assert!(over_budget(&big, None, exact - 1).0);

@@ -766,3 +766,83 @@ async fn deletes_and_renames_go_through_the_editor_when_it_supports_resource_ope
     );
     assert_eq!(client.shutdown_and_exit().await, 0);
 }
+
+#[tokio::test]
+async fn undo_and_redo_after_an_edit_the_editor_applied_but_never_reported() {
+    // Some clients apply workspace/applyEdit and batch or drop the didChange: the server's
+    // copy must follow its own edit, and undo/redo must still send the edits they report.
+    let llm = FakeLlm::start(&edit_script(), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = start(
+        &env,
+        json!({"agent": {"updates": true, "permissions": true}}),
+    )
+    .await;
+    client.reply_to("agent/requestPermission", json!({"outcome": "once"}));
+    let uri = open(&client, &env, "pub fn answer() -> u32 {\n    41\n}\n").await;
+    let sid = client
+        .request("agent/prompt", json!({"text": "make it 42"}))
+        .await
+        .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    client
+        .wait_for("agent/update", |u| {
+            u["params"]["update"]["kind"] == "status" && u["params"]["update"]["status"] == "idle"
+        })
+        .await;
+    let text = client
+        .request("agent/documentText", json!({"uri": uri}))
+        .await
+        .unwrap();
+    assert_eq!(text["version"], 1, "no didChange came");
+
+    let undone = client
+        .request("agent/undo", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    assert_eq!(undone["files"], json!(["src/lib.rs"]));
+    let edits = client.received("workspace/applyEdit");
+    assert_eq!(
+        edits.len(),
+        2,
+        "the undo sent the edit it reports: {edits:?}"
+    );
+    let change = &edits[1]["params"]["edit"]["documentChanges"][0];
+    assert_eq!(change["edits"][0]["newText"], "    41\n");
+    assert!(
+        change["textDocument"]["version"].is_null(),
+        "the editor's version moved on unreported: {change}"
+    );
+    client
+        .request("agent/redo", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    let edits = client.received("workspace/applyEdit");
+    assert_eq!(edits.len(), 3, "the redo sent its edit too");
+    assert_eq!(
+        edits[2]["params"]["edit"]["documentChanges"][0]["edits"][0]["newText"],
+        "    42\n"
+    );
+    // The editor's late didChange (with its own version) is the truth from then on.
+    client
+        .notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": 5},
+            "contentChanges": [{"text": "pub fn answer() -> u32 {\n    42\n}\n"}]}),
+        )
+        .await;
+    client
+        .request("agent/undo", json!({"sessionId": sid}))
+        .await
+        .unwrap();
+    let edits = client.received("workspace/applyEdit");
+    assert_eq!(edits.len(), 4);
+    assert_eq!(
+        edits[3]["params"]["edit"]["documentChanges"][0]["textDocument"]["version"],
+        5
+    );
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}

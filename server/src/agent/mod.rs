@@ -100,10 +100,20 @@ impl Agent {
             .clone()
     }
 
-    /// Tracks the work tree (all of it, or only `paths`) off the async threads.
+    /// Tracks the work tree off the async threads: all of it (`None`), or only `paths` and
+    /// the editor's open buffers.
     async fn track(&self, paths: Option<Vec<PathBuf>>) -> Option<String> {
         let snapshots = self.snapshots()?;
         let buffers = self.editor.open_buffers();
+        let paths =
+            paths.map(|mut p| {
+                p.extend(buffers.iter().filter_map(|(b, _)| {
+                    b.strip_prefix(&self.workspace).ok().map(Path::to_path_buf)
+                }));
+                p.sort();
+                p.dedup();
+                p
+            });
         let result = tokio::task::spawn_blocking(move || {
             let mut s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
             s.set_overlay(buffers);
@@ -315,7 +325,9 @@ impl Agent {
         let started = Instant::now();
         crate::memory::seed(&self.workspace);
         let limits = self.limits();
-        if !limits.known {
+        // (The scripted model replays a script: it has no window to guess.)
+        let scripted = self.config.provider == Some(crate::config::ProviderKind::Scripted);
+        if !limits.known && !scripted {
             tracing::warn!(
                 "unknown model {:?}: assuming a {}-token window; set context_window (and \
                  max_output_tokens) to what it really takes",
@@ -472,7 +484,10 @@ impl Agent {
                 ctx.policy.mode = crate::permission::Mode::parse(&mode);
             }
             let message_id = new_id();
-            let start_snapshot = self.track(None).await;
+            // The whole tree once a turn; between steps only what may have moved since the
+            // last step's snapshot (which scanned everything after a command): the buffers
+            // the editor holds. The tools' own writes were tracked by that snapshot.
+            let start_snapshot = self.track((step > 1).then(Vec::new)).await;
             if let Err(e) = self.append(
                 sid,
                 vec![
@@ -528,7 +543,7 @@ impl Agent {
                     break;
                 }
                 ctx.call_id = call.id.clone();
-                ran_commands |= call.name == "bash";
+                ran_commands |= self.registry.changes_unreported_files(&call.name);
                 let (stopped, files) = self
                     .run_tool(sid, &message_id, call, list_version, &mut ctx, &mut recent)
                     .await;

@@ -5,7 +5,7 @@
 //! message and returns its text; `redo` clears.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -15,7 +15,7 @@ use super::Agent;
 use crate::config::Config;
 use crate::editor::{BufferEdit, Update};
 use crate::snapshot::{FileTarget, Patch, Snapshots};
-use crate::store::{Event, SessionSummary, SessionView};
+use crate::store::{Event, SessionSummary, SessionView, Store};
 
 pub type SharedSnapshots = Arc<Mutex<Snapshots>>;
 
@@ -60,43 +60,65 @@ fn staged(summary: &SessionSummary) -> Option<(String, String)> {
     ))
 }
 
-impl Agent {
-    /// Every snapshot the sessions of this workspace still refer to.
-    pub fn snapshot_roots(&self) -> Result<BTreeSet<String>, String> {
-        let project = self.workspace.display().to_string();
-        let mut roots = BTreeSet::new();
-        for summary in self.with_store(|s| s.sessions())? {
-            if summary.workspace != project {
-                continue;
-            }
-            let Some(view) = self.with_store(|s| s.session(&summary.session_id))? else {
-                continue;
-            };
-            if let Some((_, saved)) = staged(&view.summary) {
-                roots.insert(saved);
-            }
-            for p in view.messages.iter().flat_map(|m| &m.parts) {
-                for key in ["snapshot", "from", "to"] {
-                    if let Some(id) = p.data[key].as_str() {
-                        roots.insert(id.to_string());
-                    }
+/// The files a staged revert changed (what a redo brings back).
+fn staged_files(summary: &SessionSummary) -> impl Iterator<Item = PathBuf> + '_ {
+    summary
+        .revert
+        .iter()
+        .flat_map(|r| r["files"].as_array().into_iter().flatten())
+        .filter_map(|f| f.as_str().map(PathBuf::from))
+}
+
+/// Every snapshot the sessions of workspace `project` still refer to.
+fn snapshot_roots(store: &Mutex<Store>, project: &str) -> Result<BTreeSet<String>, String> {
+    let locked = || store.lock().unwrap_or_else(|p| p.into_inner());
+    let mut roots = BTreeSet::new();
+    let sessions = locked().sessions().map_err(|e| e.to_string())?;
+    for summary in sessions {
+        if summary.workspace != project {
+            continue;
+        }
+        // (One session at a time: the lock is not held across the whole walk.)
+        let view = locked().session(&summary.session_id);
+        let Some(view) = view.map_err(|e| e.to_string())? else {
+            continue;
+        };
+        if let Some((_, saved)) = staged(&view.summary) {
+            roots.insert(saved);
+        }
+        for p in view.messages.iter().flat_map(|m| &m.parts) {
+            for key in ["snapshot", "from", "to"] {
+                if let Some(id) = p.data[key].as_str() {
+                    roots.insert(id.to_string());
                 }
             }
         }
-        Ok(roots)
     }
+    Ok(roots)
+}
 
+/// Removes unreachable snapshot objects older than [`GC_AGE`]; returns how many.
+fn collect(
+    store: &Mutex<Store>,
+    snapshots: &SharedSnapshots,
+    project: &str,
+) -> Result<usize, String> {
+    let roots = snapshot_roots(store, project)?;
+    let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+    let removed = s.gc(&roots, GC_AGE).map_err(|e| e.to_string())?;
+    let _ = std::fs::write(s.git_dir().join("gc.stamp"), "");
+    Ok(removed)
+}
+
+impl Agent {
     /// Removes unreachable snapshot objects older than [`GC_AGE`]; returns how many.
     pub fn snapshot_gc(&self) -> Result<usize, String> {
         let snapshots = self.snapshots_or_err()?;
-        let roots = self.snapshot_roots()?;
-        let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
-        let removed = s.gc(&roots, GC_AGE).map_err(|e| e.to_string())?;
-        let _ = std::fs::write(s.git_dir().join("gc.stamp"), "");
-        Ok(removed)
+        collect(&self.store, &snapshots, &self.project())
     }
 
-    /// Runs [`Agent::snapshot_gc`] in the background when the last run is a day old.
+    /// Collects snapshot objects on another thread when the last collection is a day old (a
+    /// new repository starts the clock: it has nothing to collect).
     pub(super) fn gc_if_due(&self) {
         let Some(snapshots) = self.snapshots() else {
             return;
@@ -106,19 +128,22 @@ impl Agent {
             .unwrap_or_else(|p| p.into_inner())
             .git_dir()
             .join("gc.stamp");
-        let due = std::fs::metadata(&stamp)
-            .and_then(|m| m.modified())
-            .map(|t| t.elapsed().unwrap_or_default() >= GC_EVERY)
-            .unwrap_or(true);
-        if due {
-            match self.snapshot_gc() {
-                Ok(n) if n > 0 => {
-                    tracing::info!(removed = n, "collected unreachable snapshot objects")
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("snapshot collection failed: {e}"),
+        let due = match std::fs::metadata(&stamp).and_then(|m| m.modified()) {
+            Ok(t) => t.elapsed().unwrap_or_default() >= GC_EVERY,
+            Err(_) => {
+                let _ = std::fs::write(&stamp, "");
+                false
             }
+        };
+        if !due {
+            return;
         }
+        let (store, project) = (self.store.clone(), self.project());
+        tokio::task::spawn_blocking(move || match collect(&store, &snapshots, &project) {
+            Ok(n) if n > 0 => tracing::info!(removed = n, "collected unreachable snapshot objects"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("snapshot collection failed: {e}"),
+        });
     }
 
     fn snapshots_or_err(&self) -> Result<SharedSnapshots, String> {
@@ -141,8 +166,9 @@ impl Agent {
         snapshots: &SharedSnapshots,
         plan: Vec<FileTarget>,
     ) -> Result<Vec<String>, String> {
+        let files: Vec<String> = plan.iter().map(|t| t.path.clone()).collect();
         let mut on_disk = Vec::new();
-        for t in &plan {
+        for t in plan {
             let path = self.workspace.join(&t.path);
             let text = match &t.content {
                 Some((bytes, mode)) if *mode != 0o120000 => std::str::from_utf8(bytes).ok(),
@@ -156,11 +182,11 @@ impl Agent {
             }
             on_disk.push(t);
         }
-        let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
-        for t in on_disk {
-            s.put(t).map_err(|e| e.to_string())?;
-        }
-        Ok(plan.into_iter().map(|t| t.path).collect())
+        self.with_snapshots(snapshots, move |s| {
+            on_disk.iter().try_for_each(|t| s.put(t))
+        })
+        .await?;
+        Ok(files)
     }
 
     /// Snapshots see the editor's unsaved buffers, as the user does.
@@ -172,12 +198,18 @@ impl Agent {
             .set_overlay(buffers);
     }
 
-    fn plan(
+    /// Runs git work off the async threads (it reads and writes files, and holds the
+    /// snapshot lock while it does).
+    async fn with_snapshots<T: Send + 'static>(
         &self,
         snapshots: &SharedSnapshots,
-        f: impl FnOnce(&Snapshots) -> crate::snapshot::Result<Vec<FileTarget>>,
-    ) -> Result<Vec<FileTarget>, String> {
-        f(&snapshots.lock().unwrap_or_else(|p| p.into_inner())).map_err(|e| e.to_string())
+        f: impl FnOnce(&Snapshots) -> crate::snapshot::Result<T> + Send + 'static,
+    ) -> Result<T, String> {
+        let snapshots = snapshots.clone();
+        tokio::task::spawn_blocking(move || f(&snapshots.lock().unwrap_or_else(|p| p.into_inner())))
+            .await
+            .map_err(|e| format!("snapshot work failed: {e}"))?
+            .map_err(|e| e.to_string())
     }
 
     /// Stages a revert to just before `message_id`. Refused while the session runs.
@@ -200,19 +232,6 @@ impl Agent {
             return Err(format!("no message {message_id} in session {sid}"));
         };
         self.refresh_overlay(&snapshots);
-        // Staging again moves the revert point: start from the state saved the first time.
-        let saved = match staged(&view.summary) {
-            Some((_, saved)) => {
-                let plan = self.plan(&snapshots, |s| s.restore_plan(&saved))?;
-                self.apply_plan(&snapshots, plan).await?;
-                saved
-            }
-            None => snapshots
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .track()
-                .map_err(|e| e.to_string())?,
-        };
         let patches: Vec<Patch> = view.messages[start..]
             .iter()
             .flat_map(|m| &m.parts)
@@ -228,13 +247,44 @@ impl Agent {
                 })
             })
             .collect();
-        let plan = self.plan(&snapshots, |s| s.revert_plan(&patches))?;
-        let files = self.apply_plan(&snapshots, plan).await?;
-        let diff = {
-            let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
-            let now = s.track().map_err(|e| e.to_string())?;
-            s.diff(&now, Some(&saved)).map_err(|e| e.to_string())?
+        // Only the files the reverted turns changed are read, saved and compared: the rest
+        // of the tree is not the revert's business, however big it is.
+        let mut touched: BTreeSet<PathBuf> = patches
+            .iter()
+            .flat_map(|p| &p.files)
+            .map(PathBuf::from)
+            .collect();
+        // Staging again moves the revert point: start from the state saved the first time.
+        let saved = match staged(&view.summary) {
+            Some((_, saved)) => {
+                touched.extend(staged_files(&view.summary));
+                let paths: Vec<PathBuf> = touched.iter().cloned().collect();
+                let id = saved.clone();
+                let plan = self
+                    .with_snapshots(&snapshots, move |s| s.restore_plan_of(&id, &paths))
+                    .await?;
+                self.apply_plan(&snapshots, plan).await?;
+                saved
+            }
+            None => {
+                let paths: Vec<PathBuf> = touched.iter().cloned().collect();
+                self.with_snapshots(&snapshots, move |s| s.track_paths(&paths))
+                    .await?
+            }
         };
+        let plan = self
+            .with_snapshots(&snapshots, move |s| s.revert_plan(&patches))
+            .await?;
+        let files = self.apply_plan(&snapshots, plan).await?;
+        self.refresh_overlay(&snapshots);
+        let paths: Vec<PathBuf> = touched.into_iter().collect();
+        let from = saved.clone();
+        let diff = self
+            .with_snapshots(&snapshots, move |s| {
+                let now = s.track_paths(&paths)?;
+                s.diff(&now, Some(&from))
+            })
+            .await?;
         self.append(
             sid,
             vec![Event::RevertStaged {
@@ -266,7 +316,10 @@ impl Agent {
         };
         let snapshots = self.snapshots_or_err()?;
         self.refresh_overlay(&snapshots);
-        let plan = self.plan(&snapshots, |s| s.restore_plan(&saved))?;
+        let paths: Vec<PathBuf> = staged_files(&view.summary).collect();
+        let plan = self
+            .with_snapshots(&snapshots, move |s| s.restore_plan_of(&saved, &paths))
+            .await?;
         let files = self.apply_plan(&snapshots, plan).await?;
         self.append(sid, vec![Event::RevertCleared])?;
         self.editor.publish(Update::Revert {

@@ -330,7 +330,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         ..Default::default()
     };
     // Command-line flags are the top layer.
-    let _ = layers.set(LayerSource::DidChangeConfiguration, None, Ok(cli_layer));
+    let _ = layers.set(LayerSource::CommandLine, None, Ok(cli_layer));
     let config = layers.effective();
     let provider = match crate::provider::from_config(&config) {
         Ok(p) => p,

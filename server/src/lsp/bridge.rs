@@ -232,19 +232,30 @@ impl EditorPort for LspEditor {
             let Some((uri, doc)) = self.buffers.open_document(path) else {
                 return BufferEdit::NotOpen;
             };
-            let edits = text_edits(&doc, new_text, self.buffers.encoding());
-            // (Edits are computed against the editor's copy: an accepted but unreported
-            // edit is refused by the version check rather than applied twice.)
-            if edits.is_empty() {
-                return BufferEdit::Applied;
-            }
+            // After an edit the editor accepted but never reported, the server's copy is the
+            // text that edit produced, and the editor's version is unknown (it moved on):
+            // the next edit is computed against that text and sent without a version.
+            let unreported = self
+                .expected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(path)
+                .filter(|(version, _)| *version == doc.version)
+                .map(|(_, text)| text.clone());
+            let (edits, version) = match &unreported {
+                Some(text) => {
+                    let base = Document::new(text, doc.version, doc.language_id.clone());
+                    (text_edits(&base, new_text, self.buffers.encoding()), None)
+                }
+                None => (
+                    text_edits(&doc, new_text, self.buffers.encoding()),
+                    Some(doc.version),
+                ),
+            };
             let edit = if self.buffers.caps().document_changes {
                 WorkspaceEdit {
                     document_changes: Some(DocumentChanges::Edits(vec![TextDocumentEdit {
-                        text_document: OptionalVersionedTextDocumentIdentifier {
-                            uri,
-                            version: Some(doc.version),
-                        },
+                        text_document: OptionalVersionedTextDocumentIdentifier { uri, version },
                         edits: edits.into_iter().map(OneOf::Left).collect(),
                     }])),
                     ..Default::default()

@@ -131,6 +131,9 @@ impl AgentHost {
             loop {
                 let outcome = agent.drive(&sid, &cancel).await;
                 tracing::info!(session = %sid, end = ?outcome.end, "turn ended");
+                // Checked and left under the `running` lock: a prompt admitted meanwhile
+                // either is seen here or finds the task gone and starts a new one.
+                let mut running = host.running.lock().unwrap_or_else(|p| p.into_inner());
                 let more = !cancel.is_cancelled()
                     && agent
                         .store
@@ -140,13 +143,10 @@ impl AgentHost {
                         .map(|i| !i.is_empty())
                         .unwrap_or(false);
                 if !more {
+                    running.remove(&sid);
                     break;
                 }
             }
-            host.running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&sid);
         });
     }
 
@@ -240,19 +240,31 @@ impl AgentHost {
             .map_err(|e| e.to_string())
     }
 
-    /// The agent, for revert and friends; the agent itself refuses while the session's
-    /// stored status is busy (the task may still be winding down after its last turn).
-    fn guard_idle(&self, _sid: &str) -> Result<Arc<Agent>, String> {
+    /// The agent, for revert and friends, once no turn of the session runs in this server.
+    /// A task that just reported idle is given a moment to wind down; the agent itself also
+    /// refuses while the stored status is busy, which covers other processes.
+    async fn guard_idle(&self, sid: &str) -> Result<Arc<Agent>, String> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(500);
+        while self.is_running(sid) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err("the session is running; cancel it before reverting".into());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         self.current()
     }
 
     pub async fn revert(&self, sid: &str, message_id: &str) -> Result<Value, String> {
-        let info = self.guard_idle(sid)?.revert_to(sid, message_id).await?;
+        let info = self
+            .guard_idle(sid)
+            .await?
+            .revert_to(sid, message_id)
+            .await?;
         Ok(crate::agent::revert::to_json(&info))
     }
 
     pub async fn unrevert(&self, sid: &str) -> Result<Value, String> {
-        let files = self.guard_idle(sid)?.unrevert(sid).await?;
+        let files = self.guard_idle(sid).await?.unrevert(sid).await?;
         Ok(json!({"files": files}))
     }
 
@@ -267,7 +279,7 @@ impl AgentHost {
     }
 
     pub async fn undo(&self, sid: &str) -> Result<Value, String> {
-        let info = self.guard_idle(sid)?.undo(sid).await?;
+        let info = self.guard_idle(sid).await?.undo(sid).await?;
         Ok(crate::agent::revert::to_json(&info))
     }
 }

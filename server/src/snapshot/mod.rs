@@ -730,6 +730,20 @@ impl Snapshots {
         paths.iter().map(|p| self.target(&b, p)).collect()
     }
 
+    /// [`Snapshots::restore_plan`] for `paths` alone (the files a revert touched): only they
+    /// are read and compared, so the cost does not grow with the tree.
+    pub fn restore_plan_of(&self, id: &str, paths: &[PathBuf]) -> Result<Vec<FileTarget>> {
+        let now = self.track_paths(paths)?;
+        let (a, b) = (self.tree(&now)?, self.tree(id)?);
+        let entry =
+            |t: &git2::Tree<'_>, p: &Path| t.get_path(p).ok().map(|e| (e.id(), e.filemode()));
+        paths
+            .iter()
+            .filter(|p| entry(&a, p) != entry(&b, p))
+            .map(|p| self.target(&b, p))
+            .collect()
+    }
+
     fn apply(&self, plan: &[FileTarget]) -> Result<Vec<String>> {
         let _lock = Lock::acquire(&self.git_dir)?;
         for t in plan {

@@ -201,6 +201,7 @@ enum Ending {
 impl TypedTool for Bash {
     type Args = Args;
     const NAME: &'static str = "bash";
+    const CHANGES_UNREPORTED_FILES: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Runs a shell command (bash -c) in the workspace and returns its combined output and \

@@ -243,6 +243,9 @@ impl ToolContext {
 pub trait TypedTool: Send + Sync + 'static {
     type Args: DeserializeOwned + JsonSchema;
     const NAME: &'static str;
+    /// Whether a call may change files it does not report (a command): the snapshot after
+    /// it scans the whole tree instead of the reported files.
+    const CHANGES_UNREPORTED_FILES: bool = false;
     fn description(&self, ctx: &ToolContext) -> String;
     fn prepare(&self, args: Self::Args, ctx: &ToolContext) -> Result<Prepared, ToolError>;
 }
@@ -250,6 +253,7 @@ pub trait TypedTool: Send + Sync + 'static {
 /// The object-safe face of every tool.
 pub trait Tool: Send + Sync {
     fn name(&self) -> &'static str;
+    fn changes_unreported_files(&self) -> bool;
     fn description(&self, ctx: &ToolContext) -> String;
     fn parameters(&self) -> Value;
     fn prepare_value(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError>;
@@ -258,6 +262,10 @@ pub trait Tool: Send + Sync {
 impl<T: TypedTool> Tool for T {
     fn name(&self) -> &'static str {
         T::NAME
+    }
+
+    fn changes_unreported_files(&self) -> bool {
+        T::CHANGES_UNREPORTED_FILES
     }
 
     fn description(&self, ctx: &ToolContext) -> String {
@@ -372,6 +380,14 @@ impl Registry {
 
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// Whether a call of `name` may change files it does not report (see
+    /// [`TypedTool::CHANGES_UNREPORTED_FILES`]); an unknown name may not (it does not run).
+    pub fn changes_unreported_files(&self, name: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|t| t.name() == name && t.changes_unreported_files())
     }
 
     pub fn names(&self) -> Vec<&'static str> {
