@@ -33,6 +33,9 @@ pub struct Recorded {
     /// Why the request was answered with an error by the fake itself (failed expect,
     /// exhausted script, unreadable body).
     pub error: Option<String>,
+    /// When it arrived, in microseconds since the Unix epoch (for start-up benchmarks).
+    #[serde(default)]
+    pub received_unix_us: u64,
 }
 
 struct Shared {
@@ -83,7 +86,10 @@ async fn requests(State(state): State<AppState>) -> impl IntoResponse {
     axum::Json(records)
 }
 
-fn record(shared: &mut Shared, rec: Recorded) {
+fn record(shared: &mut Shared, mut rec: Recorded) {
+    rec.received_unix_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
     if let Some(f) = &mut shared.record_file {
         let _ = writeln!(f, "{}", serde_json::to_string(&rec).unwrap_or_default());
         let _ = f.flush();
@@ -102,6 +108,7 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
                 record(
                     &mut shared,
                     Recorded {
+                        received_unix_us: 0,
                         turn: None,
                         path,
                         body: Value::String(String::from_utf8_lossy(&body).into()),
@@ -118,6 +125,7 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
                 record(
                     &mut shared,
                     Recorded {
+                        received_unix_us: 0,
                         turn: None,
                         path,
                         body: body_value,
@@ -132,6 +140,7 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
             record(
                 &mut shared,
                 Recorded {
+                    received_unix_us: 0,
                     turn: None,
                     path,
                     body: body_value,
@@ -146,6 +155,7 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
         record(
             &mut shared,
             Recorded {
+                received_unix_us: 0,
                 turn: Some(index),
                 path,
                 body: body_value.clone(),

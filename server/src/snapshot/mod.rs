@@ -209,7 +209,11 @@ impl Snapshots {
         let lock = Lock::acquire(&git_dir)?;
         let fresh = !git_dir.join("HEAD").exists();
         let repo = if fresh {
-            Repository::init_bare(&git_dir)?
+            // No templates: the sample hooks and the description file are of no use here,
+            // and copying them was most of a first run's set-up.
+            let mut options = git2::RepositoryInitOptions::new();
+            options.bare(true).external_template(false);
+            Repository::init_opts(&git_dir, &options)?
         } else {
             Repository::open_bare(&git_dir)?
         };

@@ -40,6 +40,9 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    // The usage it reports counts tokens with the o200k table: load it before listening, so
+    // that a benchmark's first request does not wait for the fake's own start-up.
+    agent_lsp::tokens::count("warm");
     if let Err(e) = fake_llm::serve(script, args.format, args.port, args.record).await {
         eprintln!("fake-llm: {e}");
         std::process::exit(1);
