@@ -6,7 +6,8 @@
 //! 2. a whole headless session: a three-request script (write a file, read it, answer) in a
 //!    10-file git repository, through fake-llm — wall time and peak RSS of `agent-lsp run`,
 //!    and the time from spawning the process to fake-llm receiving the first model request
-//!    (a fresh data directory each run, as a first run in a new project has).
+//!    (a fresh data directory each run, as a first run in a new project has);
+//! 3. per-step cost and undo/redo of a turn in workspaces of 1k, 20k and 100k files.
 //!
 //! Run with `cargo bench -p agent-lsp-tests --bench agent`.
 
@@ -163,7 +164,10 @@ fn main() {
             rss = rss.max(kib);
         }
     }
-    for (run, name) in ["first in a new data directory", "the next one"].iter().enumerate() {
+    for (run, name) in ["first in a new data directory", "the next one"]
+        .iter()
+        .enumerate()
+    {
         println!(
             "headless session (3 requests, write + read + answer, 10-file git repo), {name}: \
              {:.1} ms wall, process spawned → first model request received {:.1} ms (medians of 5)",
@@ -172,4 +176,92 @@ fn main() {
         );
     }
     println!("headless sessions: peak RSS {:.1} MB", rss as f64 / 1024.0);
+
+    steps_and_undo();
+}
+
+/// A workspace of `n` untracked files in folders of 100 (no commit: the worst case for a
+/// scan, nothing is borrowed from the user's object store).
+fn big_workspace(env: &TestEnv, n: usize) {
+    let ws = env.workspace();
+    for i in 0..n {
+        let dir = ws.join(format!("d{:04}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        std::fs::write(dir.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+    }
+    assert!(
+        Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&ws)
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// 3. Per-step cost and undo at 1k / 20k / 100k files: a turn of 10 steps that each write
+///    one file (the time between two model requests, median over the steps after the
+///    first), then `session undo` and `session redo` of that turn.
+fn steps_and_undo() {
+    for n in [1_000, 20_000, 100_000] {
+        let mut turns: Vec<_> = (0..10)
+            .map(|i| {
+                json!({"reply": {"tool_calls": [{"name": "write", "arguments": {
+                    "filePath": format!("out/w{i}.txt"), "content": format!("written {i}\n")}}]}})
+            })
+            .collect();
+        turns.push(json!({"reply": {"text": "ten files written"}}));
+        let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+        let env = TestEnv::new();
+        configure(&env, &llm);
+        big_workspace(&env, n);
+        let ws = env.workspace();
+        let out = env
+            .command(&[
+                "run",
+                "--yes",
+                "--json",
+                "--cwd",
+                ws.to_str().unwrap(),
+                "write ten",
+            ])
+            .env("FAKE_KEY", "k")
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let sid = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).ok()?["session_id"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .unwrap();
+        let times: Vec<u64> = llm.requests().iter().map(|r| r.received_unix_us).collect();
+        let gaps: Vec<Duration> = times
+            .windows(2)
+            .skip(1)
+            .map(|w| Duration::from_micros(w[1] - w[0]))
+            .collect();
+        let timed = |args: &[&str]| {
+            let started = Instant::now();
+            let (code, _, err) = env.run(args);
+            assert_eq!(code, 0, "{err}");
+            started.elapsed()
+        };
+        let undo = timed(&["session", "undo", &sid]);
+        assert!(!ws.join("out/w9.txt").exists());
+        let redo = timed(&["session", "redo", &sid]);
+        assert!(ws.join("out/w9.txt").exists());
+        println!(
+            "{n} untracked files: between two model requests {:.1} ms (median of 9 steps), \
+             undo of the 10-write turn {:.0} ms, redo {:.0} ms",
+            median(gaps).as_secs_f64() * 1e3,
+            undo.as_secs_f64() * 1e3,
+            redo.as_secs_f64() * 1e3
+        );
+    }
 }

@@ -254,24 +254,21 @@ impl Agent {
             .flat_map(|p| &p.files)
             .map(PathBuf::from)
             .collect();
-        // Staging again moves the revert point: start from the state saved the first time.
-        let saved = match staged(&view.summary) {
-            Some((_, saved)) => {
-                touched.extend(staged_files(&view.summary));
-                let paths: Vec<PathBuf> = touched.iter().cloned().collect();
-                let id = saved.clone();
-                let plan = self
-                    .with_snapshots(&snapshots, move |s| s.restore_plan_of(&id, &paths))
-                    .await?;
-                self.apply_plan(&snapshots, plan).await?;
-                saved
-            }
-            None => {
-                let paths: Vec<PathBuf> = touched.iter().cloned().collect();
-                self.with_snapshots(&snapshots, move |s| s.track_paths(&paths))
-                    .await?
-            }
-        };
+        // Staging again moves the revert point: first bring back the state saved the first
+        // time (for the files it holds), then save the files of the new revert as they are.
+        if let Some((_, saved)) = staged(&view.summary) {
+            let before: Vec<PathBuf> = staged_files(&view.summary).collect();
+            touched.extend(before.iter().cloned());
+            let plan = self
+                .with_snapshots(&snapshots, move |s| s.restore_plan_of(&saved, &before))
+                .await?;
+            self.apply_plan(&snapshots, plan).await?;
+            self.refresh_overlay(&snapshots);
+        }
+        let paths: Vec<PathBuf> = touched.iter().cloned().collect();
+        let saved = self
+            .with_snapshots(&snapshots, move |s| s.capture(&paths))
+            .await?;
         let plan = self
             .with_snapshots(&snapshots, move |s| s.revert_plan(&patches))
             .await?;
@@ -281,7 +278,7 @@ impl Agent {
         let from = saved.clone();
         let diff = self
             .with_snapshots(&snapshots, move |s| {
-                let now = s.track_paths(&paths)?;
+                let now = s.capture(&paths)?;
                 s.diff(&now, Some(&from))
             })
             .await?;

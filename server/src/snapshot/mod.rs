@@ -185,6 +185,40 @@ struct CachedIndex {
 // once, and every use of this one goes through the `Snapshots::cached` mutex.
 unsafe impl Send for CachedIndex {}
 
+/// The tree of the index file as written (`index-tree`: the tree id and the index file's
+/// stamp), so that a new process edits that tree on its fast path instead of building every
+/// tree from the index. A stamp that does not match the index file means another writer.
+const INDEX_TREE: &str = "index-tree";
+
+fn stamp_text(stamp: (std::time::SystemTime, u64)) -> String {
+    let nanos = stamp
+        .0
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{nanos} {}", stamp.1)
+}
+
+fn read_index_tree(git_dir: &Path, index: Option<(std::time::SystemTime, u64)>) -> Option<Oid> {
+    let text = std::fs::read_to_string(git_dir.join(INDEX_TREE)).ok()?;
+    let (oid, stamp) = text.trim().split_once(' ')?;
+    (stamp == stamp_text(index?)).then(|| Oid::from_str(oid).ok())?
+}
+
+fn write_index_tree(
+    git_dir: &Path,
+    index: Option<(std::time::SystemTime, u64)>,
+    tree: Option<Oid>,
+) {
+    let path = git_dir.join(INDEX_TREE);
+    let (Some(index), Some(tree)) = (index, tree) else {
+        let _ = std::fs::remove_file(path);
+        return;
+    };
+    if std::fs::write(&path, format!("{tree} {}\n", stamp_text(index))).is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 fn file_stamp(path: &Path) -> Option<(std::time::SystemTime, u64)> {
     std::fs::metadata(path)
         .ok()
@@ -328,7 +362,7 @@ impl Snapshots {
                 index: self.index()?,
                 file: on_disk,
                 dirty: false,
-                tree: None,
+                tree: read_index_tree(&self.git_dir, on_disk),
             });
         }
         let cached = slot.as_mut().expect("loaded above");
@@ -339,6 +373,7 @@ impl Snapshots {
             cached.index.write()?;
             cached.file = file_stamp(&path);
             cached.dirty = false;
+            write_index_tree(&self.git_dir, cached.file, cached.tree);
         }
         Ok(out)
     }
@@ -734,10 +769,30 @@ impl Snapshots {
         paths.iter().map(|p| self.target(&b, p)).collect()
     }
 
+    /// A snapshot of `paths` alone: a tree holding just those files as they are now (the
+    /// editor's buffers included). What a revert saves and compares; no index is read or
+    /// written, so the cost does not grow with the work tree.
+    pub fn capture(&self, paths: &[PathBuf]) -> Result<String> {
+        let present: Vec<(Vec<u8>, std::fs::Metadata)> = paths
+            .iter()
+            .filter_map(|rel| {
+                let md = std::fs::symlink_metadata(self.worktree.join(rel)).ok()?;
+                (!md.is_dir()).then(|| (rel.as_os_str().as_bytes().to_vec(), md))
+            })
+            .collect();
+        let mut index = git2::Index::new()?;
+        let odb = self.repo.odb()?;
+        let mut sink = ObjectSink::new(&odb);
+        let files = present.iter().map(|(p, md)| (p.as_slice(), md));
+        self.stage(&mut sink, &mut index, files, None)?;
+        sink.flush()?;
+        Ok(index.write_tree_to(&self.repo)?.to_string())
+    }
+
     /// [`Snapshots::restore_plan`] for `paths` alone (the files a revert touched): only they
     /// are read and compared, so the cost does not grow with the tree.
     pub fn restore_plan_of(&self, id: &str, paths: &[PathBuf]) -> Result<Vec<FileTarget>> {
-        let now = self.track_paths(paths)?;
+        let now = self.capture(paths)?;
         let (a, b) = (self.tree(&now)?, self.tree(id)?);
         let entry =
             |t: &git2::Tree<'_>, p: &Path| t.get_path(p).ok().map(|e| (e.id(), e.filemode()));
