@@ -1,29 +1,37 @@
-//! Editor-side figures while a session streams at full speed (build first:
-//! `cargo build --release --bins`): latency of `textDocument/codeAction` and of a
-//! `didChange` followed by a request (p50/p99), and the rate of `agent/update`
-//! notifications the editor receives.
+//! Editor-side figures while a session streams (build first: `cargo build --release
+//! --bins`): latency of `textDocument/codeAction` and of a `didChange` followed by a request
+//! (p50, p99, max), and the rate of `agent/update` notifications the editor receives. Two
+//! passes: 20,000 chunks at full speed, and 2,000 small chunks 2 ms apart with both cores
+//! kept busy by two spinning threads (the load under which a stall showed before).
 //!
 //! Run with `cargo bench -p agent-lsp-tests --bench editor`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_lsp_tests::lsp_client::{LspClient, file_uri, initialize_params};
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_secs_f64() * 1e3
 }
 
-#[tokio::main]
-async fn main() {
-    // A long answer streamed as fast as fake-llm can: 20,000 chunks of 4 characters.
-    let text: String = "word ".repeat(16_000);
-    let llm = FakeLlm::start(
-        &json!({"chunk_chars": 4, "turns": [{"reply": {"text": text}}]}),
-        "openai",
-    );
+fn summary(mut samples: Vec<Duration>) -> String {
+    samples.sort();
+    format!(
+        "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.99),
+        percentile(&samples, 1.0)
+    )
+}
+
+/// One streaming session with codeAction and didChange requests sent while it streams.
+async fn pass(name: &str, script: Value, chunks_sent: usize) {
+    let llm = FakeLlm::start(&script, "openai");
     let env = TestEnv::new();
     env.write_user_config(&format!(
         "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"K\"\n",
@@ -82,25 +90,56 @@ async fn main() {
         })
         .await;
     let elapsed = started.elapsed();
-    let chunks = client
+    let notifications = client
         .received("agent/update")
         .iter()
         .filter(|u| u["params"]["update"]["kind"] == "message_chunk")
         .count();
-    actions.sort();
-    changes.sort();
     println!(
-        "while streaming 20,000 chunks: codeAction p50 {:.2} ms, p99 {:.2} ms; didChange → next reply p50 {:.2} ms, p99 {:.2} ms ({} samples)",
-        percentile(&actions, 0.5),
-        percentile(&actions, 0.99),
-        percentile(&changes, 0.5),
-        percentile(&changes, 0.99),
-        actions.len()
-    );
-    println!(
-        "agent/update: {chunks} message notifications for 20,000 chunks (the whole turn took {:.2} s; \
-         chunks of one session wait at most 16 ms, so at most ~60 notifications a second)",
+        "{name}: codeAction {}; didChange → next reply {} ({} samples); {notifications} \
+         agent/update message notifications for {chunks_sent} chunks in {:.2} s",
+        summary(actions.clone()),
+        summary(changes),
+        actions.len(),
         elapsed.as_secs_f64()
     );
     client.shutdown_and_exit().await;
+}
+
+#[tokio::main]
+async fn main() {
+    // 20,000 chunks of 4 characters, as fast as fake-llm can.
+    let text = "word ".repeat(16_000);
+    pass(
+        "20,000 chunks at full speed",
+        json!({"chunk_chars": 4, "turns": [{"reply": {"text": text}}]}),
+        20_000,
+    )
+    .await;
+
+    // 2,000 chunks 2 ms apart while two threads spin on the two cores.
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                x
+            })
+        })
+        .collect();
+    let text = "word ".repeat(1_600);
+    pass(
+        "2,000 chunks 2 ms apart, both cores busy",
+        json!({"chunk_chars": 4, "chunk_delay_ms": 2, "turns": [{"reply": {"text": text}}]}),
+        2_000,
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        let _ = s.join();
+    }
 }

@@ -14,6 +14,34 @@ use crate::agent::Agent;
 use crate::config::Config;
 use crate::store::{Event, Store};
 
+/// The runtime that turns run on, apart from the one that answers the editor: a turn's
+/// persistence (SQLite writes, which can take a second under load) and tool work then never
+/// hold up a code action or a didChange.
+/// (Where it cannot be made, turns share the editor's runtime.)
+fn agent_runtime() -> tokio::runtime::Handle {
+    static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
+        std::sync::OnceLock::new();
+    let runtime = RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("agent")
+            // Below the editor's threads: on a busy machine the scheduler serves the code
+            // action first (on Linux a thread's nice value is its own).
+            .on_thread_start(|| {
+                // SAFETY: nice(2) only changes the calling thread's scheduling priority.
+                unsafe { nix::libc::nice(5) };
+            })
+            .enable_all()
+            .build()
+            .inspect_err(|e| tracing::warn!("no separate runtime for turns: {e}"))
+            .ok()
+    });
+    match runtime {
+        Some(rt) => rt.handle().clone(),
+        None => tokio::runtime::Handle::current(),
+    }
+}
+
 pub struct AgentHost {
     editor: Arc<LspEditor>,
     store: Mutex<Option<Arc<Mutex<Store>>>>,
@@ -127,7 +155,7 @@ impl AgentHost {
         };
         let host = self.clone();
         let sid = sid.to_string();
-        tokio::spawn(async move {
+        agent_runtime().spawn(async move {
             loop {
                 let outcome = agent.drive(&sid, &cancel).await;
                 tracing::info!(session = %sid, end = ?outcome.end, "turn ended");
