@@ -74,6 +74,8 @@ pub fn router(script: Script, format: Format, record: Option<PathBuf>) -> std::i
         .route(path, post(complete))
         .route("/v1/models", get(models))
         .route("/_fake/requests", get(requests))
+        // Model servers take big requests (and answer "context too long" when they must).
+        .layer(axum::extract::DefaultBodyLimit::max(512 * 1024 * 1024))
         .with_state(state))
 }
 
@@ -553,6 +555,11 @@ fn sse_response(events: Vec<SseEvent>, fault: &Fault, format: Format, delay_ms: 
             items.push(Ok(Bytes::from_static(b"data: {this is not json\n\n")));
         }
         items.push(Ok(encode(e)));
+    }
+    if fault.endless && events.len() > 1 {
+        items.truncate(2);
+        let again = encode(&events[1]);
+        items.extend(std::iter::repeat_n(again, 100_000).map(Ok));
     }
     let delay = Duration::from_millis(delay_ms);
     let stream = futures::stream::iter(items).then(move |item| async move {

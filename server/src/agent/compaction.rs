@@ -174,7 +174,15 @@ impl Agent {
         let mut summary = String::new();
         while let Some(event) = stream.next().await {
             match event.map_err(|e| format!("compaction failed: {e}"))? {
-                ProviderEvent::TextDelta(t) => summary.push_str(&t),
+                ProviderEvent::TextDelta(t) => {
+                    summary.push_str(&t);
+                    if summary.len() > super::MAX_ANSWER_BYTES {
+                        return Err(format!(
+                            "compaction failed: the checkpoint passed {} MB",
+                            super::MAX_ANSWER_BYTES / (1024 * 1024)
+                        ));
+                    }
+                }
                 ProviderEvent::Finish(_) => break,
                 _ => {}
             }

@@ -46,6 +46,11 @@ pub struct TurnOutcome {
 /// Deltas are written in batches: at most this often, or when this much text waits.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
 const FLUSH_BYTES: usize = 8 * 1024;
+/// The most an answer may hold (text, reasoning and tool arguments together).
+const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+/// The most tool calls one answer runs; one more is answered with an error that says so,
+/// and the rest are dropped.
+const MAX_CALLS: usize = 64;
 /// How far the current turn's tool outputs are squeezed, as fractions of the usable window:
 /// first to fit our estimate, then tighter after each overflow the provider reports.
 const SQUEEZE: [f64; 3] = [1.0, 0.7, 0.4];
@@ -507,10 +512,29 @@ impl Agent {
             ) {
                 return self.fail(sid, e);
             }
-            let answer = match self.answer_step(sid, &message_id, &ctx, last, cancel).await {
+            let mut answer = match self.answer_step(sid, &message_id, &ctx, last, cancel).await {
                 Ok(a) => a,
                 Err(outcome) => return outcome,
             };
+            let asked = answer.calls.len();
+            if asked > MAX_CALLS {
+                answer.calls.truncate(MAX_CALLS + 1);
+                let extra = answer.calls.pop().expect("more than MAX_CALLS");
+                tracing::warn!(session = %sid, asked, "an answer asked for too many tool calls");
+                self.record_tool(
+                    sid,
+                    &message_id,
+                    &extra,
+                    "error",
+                    &format!(
+                        "not run: the answer asked for {asked} tool calls and at most \
+                         {MAX_CALLS} run per answer (the first {MAX_CALLS} ran; the others were \
+                         dropped). Ask again for what is still needed."
+                    ),
+                    "",
+                    &Value::Null,
+                );
+            }
             if answer.calls.is_empty() {
                 return TurnOutcome {
                     end: if last {
@@ -969,7 +993,11 @@ impl Agent {
                             });
                         }
                         Some(Ok(ProviderEvent::Finish(reason))) => break Ok(reason),
-                        Some(Ok(event)) => writer.event(event),
+                        Some(Ok(event)) => {
+                            if let Err(e) = writer.event(event) {
+                                break Err(e);
+                            }
+                        }
                         Some(Err(e)) => break Err(e),
                     }
                 },
@@ -1092,6 +1120,8 @@ struct AnswerWriter<'a> {
     last_flush: Instant,
     calls: std::collections::BTreeMap<usize, PendingCall>,
     output: bool,
+    /// Bytes of text, reasoning and tool arguments so far (see [`MAX_ANSWER_BYTES`]).
+    size: usize,
 }
 
 impl<'a> AnswerWriter<'a> {
@@ -1108,6 +1138,7 @@ impl<'a> AnswerWriter<'a> {
             pending_bytes: 0,
             last_flush: Instant::now(),
             calls: Default::default(),
+            size: 0,
             output: false,
         }
     }
@@ -1180,7 +1211,22 @@ impl<'a> AnswerWriter<'a> {
         }
     }
 
-    fn event(&mut self, event: ProviderEvent) {
+    /// Takes one event; an answer past [`MAX_ANSWER_BYTES`] (a runaway or garbage stream)
+    /// is refused with the error that cuts it there.
+    fn event(&mut self, event: ProviderEvent) -> Result<(), ProviderError> {
+        self.size += match &event {
+            ProviderEvent::TextDelta(t) | ProviderEvent::ReasoningDelta(t) => t.len(),
+            ProviderEvent::ToolCallDelta { arguments, .. } => arguments.len(),
+            _ => 0,
+        };
+        if self.size > MAX_ANSWER_BYTES {
+            return Err(ProviderError::StreamBroken {
+                message: format!(
+                    "the model's answer passed {} MB and was cut there",
+                    MAX_ANSWER_BYTES / (1024 * 1024)
+                ),
+            });
+        }
         match event {
             ProviderEvent::TextDelta(t) => self.delta(false, t),
             ProviderEvent::ReasoningDelta(t) => self.delta(true, t),
@@ -1223,6 +1269,7 @@ impl<'a> AnswerWriter<'a> {
             }
             ProviderEvent::Finish(_) => {}
         }
+        Ok(())
     }
 
     fn flush(&mut self) {

@@ -142,6 +142,10 @@ pub struct Fault {
     /// Wait this long before answering at all.
     #[serde(default)]
     pub delay_ms: Option<u64>,
+    /// After the first chunks, repeat the first text chunk without end (until the client
+    /// hangs up, or 100,000 chunks).
+    #[serde(default)]
+    pub endless: bool,
 }
 
 impl Script {

@@ -94,6 +94,12 @@ fn mtime(md: &std::fs::Metadata) -> IndexTime {
     IndexTime::new(md.mtime() as i32, md.mtime_nsec() as u32)
 }
 
+/// What a snapshot holds: regular files and symlinks (never a FIFO, device or socket, which
+/// would block or never end when read).
+fn snapshotted(md: &std::fs::Metadata) -> bool {
+    md.is_file() || md.file_type().is_symlink()
+}
+
 fn entry_mode(md: &std::fs::Metadata) -> u32 {
     if md.file_type().is_symlink() {
         0o120000
@@ -410,7 +416,12 @@ impl Snapshots {
                     let Ok(entry) = entry else {
                         return ignore::WalkState::Continue;
                     };
-                    if entry.file_type().is_none_or(|t| t.is_dir()) {
+                    // Regular files and symlinks only: a FIFO or a device would block or
+                    // never end when read.
+                    if !entry
+                        .file_type()
+                        .is_some_and(|t| t.is_file() || t.is_symlink())
+                    {
                         return ignore::WalkState::Continue;
                     }
                     if let Ok(md) = std::fs::symlink_metadata(entry.path()) {
@@ -446,7 +457,7 @@ impl Snapshots {
                 for path in unseen {
                     let rel = Path::new(std::ffi::OsStr::from_bytes(&path));
                     match std::fs::symlink_metadata(self.worktree.join(rel)) {
-                        Ok(md) if !md.is_dir() => files.push((path, md)),
+                        Ok(md) if snapshotted(&md) => files.push((path, md)),
                         _ => {
                             index.remove_path(rel)?;
                             staged.changed.push(path);
@@ -472,7 +483,7 @@ impl Snapshots {
             let mut staged = Staged::default();
             for rel in paths {
                 match std::fs::symlink_metadata(self.worktree.join(rel)) {
-                    Ok(md) if !md.is_dir() => {
+                    Ok(md) if snapshotted(&md) => {
                         present.push((rel.as_os_str().as_bytes().to_vec(), md))
                     }
                     _ => {
@@ -777,7 +788,7 @@ impl Snapshots {
             .iter()
             .filter_map(|rel| {
                 let md = std::fs::symlink_metadata(self.worktree.join(rel)).ok()?;
-                (!md.is_dir()).then(|| (rel.as_os_str().as_bytes().to_vec(), md))
+                snapshotted(&md).then(|| (rel.as_os_str().as_bytes().to_vec(), md))
             })
             .collect();
         let mut index = git2::Index::new()?;

@@ -93,14 +93,47 @@ fn not_found(ctx: &ToolContext, r: &Resolved) -> ToolError {
     ToolError::new(format!("file not found: {}", ctx.display(r)))
 }
 
-/// The bytes of a file on disk.
+/// The largest file the tools read whole.
+pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Refuses what is not a regular file (reading a FIFO waits for a writer forever, a device
+/// like /dev/zero never ends) and files too big to read whole.
+fn readable(ctx: &ToolContext, r: &Resolved, is_file: bool, len: u64) -> std::io::Result<()> {
+    if !is_file {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file (a FIFO, device, socket or folder): it is not read",
+            ctx.display(r)
+        )));
+    }
+    if len > MAX_READ_BYTES {
+        return Err(std::io::Error::other(format!(
+            "{} is {} MB, more than the {} MB a tool reads whole",
+            ctx.display(r),
+            len / (1024 * 1024),
+            MAX_READ_BYTES / (1024 * 1024)
+        )));
+    }
+    Ok(())
+}
+
+/// The bytes of a file on disk (a regular file, checked first).
 pub fn read_bytes(ctx: &ToolContext, r: &Resolved) -> Result<Vec<u8>, ToolError> {
     let result = match ctx.boundary.beneath(r).filter(|_| r.inside) {
-        Some(rel) => ctx.boundary.dir()?.read(&rel),
-        None => std::fs::read(&r.path),
+        Some(rel) => {
+            let dir = ctx.boundary.dir()?;
+            dir.metadata(&rel).and_then(|md| {
+                readable(ctx, r, md.is_file(), md.len())?;
+                dir.read(&rel)
+            })
+        }
+        None => std::fs::metadata(&r.path).and_then(|md| {
+            readable(ctx, r, md.is_file(), md.len())?;
+            std::fs::read(&r.path)
+        }),
     };
     result.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => not_found(ctx, r),
+        std::io::ErrorKind::Other => ToolError::new(e.to_string()),
         _ => ToolError::new(format!("cannot read {}: {e}", ctx.display(r))),
     })
 }
@@ -123,6 +156,12 @@ pub fn write_bytes(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), 
             let dir = ctx.boundary.dir().map_err(fail)?;
             if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
                 dir.create_dir_all(parent).map_err(fail)?;
+            }
+            // Opening a FIFO for writing waits for a reader forever.
+            if let Ok(md) = dir.metadata(&rel)
+                && !md.is_file()
+            {
+                return Err(fail(std::io::Error::other("not a regular file")));
             }
             dir.write(&rel, bytes).map_err(fail)
         }
