@@ -367,6 +367,31 @@ mod tests {
     }
 
     #[test]
+    fn the_command_line_is_its_own_top_layer() {
+        let mut layers = Layers::default();
+        let layer = |model: &str| ConfigLayer::from_json(&json!({ "model": model }));
+        layers
+            .set(LayerSource::CommandLine, None, layer("flag"))
+            .unwrap();
+        layers
+            .set(LayerSource::DidChangeConfiguration, None, layer("client"))
+            .unwrap();
+        assert_eq!(layers.effective().model.as_deref(), Some("flag"));
+        let sources: Vec<_> = layers.states().iter().map(|l| l.source).collect();
+        assert_eq!(
+            sources,
+            [
+                LayerSource::DidChangeConfiguration,
+                LayerSource::CommandLine
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(LayerSource::CommandLine).unwrap(),
+            "command_line"
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_named_in_both_formats() {
         let e = ConfigLayer::from_toml("modle = \"x\"").unwrap_err();
         assert!(e.contains("modle"), "{e}");

@@ -88,6 +88,18 @@ async fn requests(State(state): State<AppState>) -> impl IntoResponse {
     axum::Json(records)
 }
 
+/// Records a request the fake answered with an error of its own (no turn used).
+fn refused(shared: &mut Shared, path: String, body: Value, error: String) {
+    let rec = Recorded {
+        turn: None,
+        path,
+        body,
+        error: Some(error),
+        received_unix_us: 0,
+    };
+    record(shared, rec);
+}
+
 fn record(shared: &mut Shared, mut rec: Recorded) {
     rec.received_unix_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -107,15 +119,11 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
             Ok(v) => v,
             Err(e) => {
                 let reason = format!("request body is not JSON: {e}");
-                record(
+                refused(
                     &mut shared,
-                    Recorded {
-                        received_unix_us: 0,
-                        turn: None,
-                        path,
-                        body: Value::String(String::from_utf8_lossy(&body).into()),
-                        error: Some(reason.clone()),
-                    },
+                    path,
+                    Value::String(String::from_utf8_lossy(&body).into()),
+                    reason.clone(),
                 );
                 return (StatusCode::BAD_REQUEST, reason).into_response();
             }
@@ -124,31 +132,18 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
             let tokens = agent_lsp::tokens::count(&body_value.to_string()) as u64;
             if tokens > max {
                 let reason = format!("{tokens} tokens > {max} maximum");
-                record(
+                refused(
                     &mut shared,
-                    Recorded {
-                        received_unix_us: 0,
-                        turn: None,
-                        path,
-                        body: body_value,
-                        error: Some(format!("context overflow: {reason}")),
-                    },
+                    path,
+                    body_value,
+                    format!("context overflow: {reason}"),
                 );
                 return overflow_response(shared.format, &reason);
             }
         }
         let index = shared.next_turn;
         let Some(turn) = shared.script.turns.get(index).cloned() else {
-            record(
-                &mut shared,
-                Recorded {
-                    received_unix_us: 0,
-                    turn: None,
-                    path,
-                    body: body_value,
-                    error: Some("script exhausted".into()),
-                },
-            );
+            refused(&mut shared, path, body_value, "script exhausted".into());
             let format = shared.format;
             return error_response(format, 500, "api_error", "script exhausted", None);
         };

@@ -96,3 +96,37 @@ fn doctor_fails_on_a_bad_config_and_an_unreachable_provider() {
     assert!(out.contains("[FAIL] provider"), "{out}");
     assert!(out.contains("not reachable"), "{out}");
 }
+
+#[test]
+fn a_scripted_run_warns_about_nothing() {
+    // The demo's path: the scripted model has no window to guess, so no warning about one.
+    let env = TestEnv::new();
+    let script = agent_lsp_tests::process::repo_root().join("fixtures/scripts/demo.json");
+    let work = env.workspace();
+    let sample = agent_lsp_tests::process::repo_root().join("fixtures/sample-workspace");
+    assert!(
+        std::process::Command::new("cp")
+            .args([
+                "-r",
+                &format!("{}/.", sample.display()),
+                work.to_str().unwrap()
+            ])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (code, _, err) = env.run(&[
+        "run",
+        "--cwd",
+        work.to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+        "--yes",
+        "make it greet the reader",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains("WARN") && !err.contains("unknown model"),
+        "{err}"
+    );
+}

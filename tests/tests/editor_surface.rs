@@ -554,18 +554,16 @@ async fn two_sessions_run_at_once_in_one_workspace() {
     assert_eq!(client.shutdown_and_exit().await, 0);
 }
 
-#[tokio::test]
-async fn undo_and_redo_of_an_edit_in_an_open_buffer_go_through_the_editor() {
-    let llm = FakeLlm::start(&edit_script(), "openai");
-    let env = TestEnv::new();
-    configure(&env, &llm);
+/// A client with updates and permissions that approves everything, the answer file open,
+/// and the prompt "make it 42" sent: the edit script's turn is under way.
+async fn prompted_edit(env: &TestEnv) -> (LspClient, String, String) {
     let client = start(
-        &env,
+        env,
         json!({"agent": {"updates": true, "permissions": true}}),
     )
     .await;
     client.reply_to("agent/requestPermission", json!({"outcome": "once"}));
-    let uri = open(&client, &env, "pub fn answer() -> u32 {\n    41\n}\n").await;
+    let uri = open(&client, env, "pub fn answer() -> u32 {\n    41\n}\n").await;
     let sid = client
         .request("agent/prompt", json!({"text": "make it 42"}))
         .await
@@ -573,6 +571,15 @@ async fn undo_and_redo_of_an_edit_in_an_open_buffer_go_through_the_editor() {
         .as_str()
         .unwrap()
         .to_string();
+    (client, uri, sid)
+}
+
+#[tokio::test]
+async fn undo_and_redo_of_an_edit_in_an_open_buffer_go_through_the_editor() {
+    let llm = FakeLlm::start(&edit_script(), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let (client, uri, sid) = prompted_edit(&env).await;
     client.wait_for("workspace/applyEdit", |_| true).await;
     // The editor applies the edit to its buffer and tells the server (unsaved).
     client
@@ -774,20 +781,7 @@ async fn undo_and_redo_after_an_edit_the_editor_applied_but_never_reported() {
     let llm = FakeLlm::start(&edit_script(), "openai");
     let env = TestEnv::new();
     configure(&env, &llm);
-    let client = start(
-        &env,
-        json!({"agent": {"updates": true, "permissions": true}}),
-    )
-    .await;
-    client.reply_to("agent/requestPermission", json!({"outcome": "once"}));
-    let uri = open(&client, &env, "pub fn answer() -> u32 {\n    41\n}\n").await;
-    let sid = client
-        .request("agent/prompt", json!({"text": "make it 42"}))
-        .await
-        .unwrap()["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (client, uri, sid) = prompted_edit(&env).await;
     client
         .wait_for("agent/update", |u| {
             u["params"]["update"]["kind"] == "status" && u["params"]["update"]["status"] == "idle"
