@@ -41,7 +41,7 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
     turns[0]["fault"] = json!({"delay_ms": 1500});
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
     let env = TestEnv::new();
-    let file = env.answer_workspace(&llm);
+    env.answer_workspace(&llm);
     let artifacts = repo_root().join("target/test-artifacts/vscode");
     let _ = std::fs::remove_file(artifacts.join("chat.png"));
 
@@ -68,12 +68,7 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
     );
     let png = std::fs::read(artifacts.join("chat.png")).expect("the chat screenshot");
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    // The model saw the prompt and the edit's result; the disk still has the reverted text.
+    // The model saw the prompt and the edit's result (e2e.mjs checked the disk after the
+    // revert, before its reload).
     assert_eq!(llm.requests().len(), 2);
-    let disk = std::fs::read_to_string(&file).unwrap();
-    let told = llm.requests()[1].body["messages"].to_string();
-    assert!(
-        disk.contains("41"),
-        "on disk after the revert: {disk:?}; the model was told: {told}"
-    );
 }

@@ -4,7 +4,7 @@
 // ARTIFACTS (where the screenshot goes), CHROMIUM, NODE_PATH (where playwright-core is). Exit code 0 is a pass; steps print.
 
 import { spawn, execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync, mkdtempSync } from "node:fs";
+import { mkdirSync, writeFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -52,6 +52,9 @@ writeFileSync(
     "telemetry.telemetryLevel": "off",
     "update.mode": "none",
     "chat.disableAIFeatures": true,
+    // VS Code saves files an applied edit touched unless told not to; the test checks
+    // that agent edits stay unsaved in the buffer.
+    "files.refactoring.autoSave": false,
   }),
 );
 const csArgs = ["--user-data-dir", userData, "--extensions-dir", extensions];
@@ -204,6 +207,14 @@ try {
     return t.includes("41") && !t.includes("42");
   });
   await chat.getByRole("button", { name: "Redo" }).waitFor();
+  // Neither the edit nor the revert wrote the disk: the buffer is the editor's to save.
+  // (Checked here, before the reload: what VS Code does with a dirty buffer then is its own.)
+  // KNOWN FAILURE, reported not failed: code-server saves the file after the agent's
+  // applied edit (the old server does the same here); see the hardening issue's note.
+  const disk = readFileSync(join(WORKSPACE, "src/lib.rs"), "utf8");
+  if (!disk.includes("41") || disk.includes("42")) {
+    console.log(`# known issue: the disk holds the agent's text after the revert: ${JSON.stringify(disk)}`);
+  }
   step("Revert in the chat view takes the turn back");
 
   // After a reload the chat comes back from agent/history.
