@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use crate::status::{PartStatus, SessionStatus, TurnEnd};
+
 /// What a tool wants permission for, with everything a person needs to decide.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -43,7 +45,7 @@ pub struct PermissionRequest {
 }
 
 /// One file an edit would change.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProposedChange {
     pub path: PathBuf,
@@ -133,25 +135,27 @@ pub enum Update {
         id: String,
         name: String,
         input: serde_json::Value,
-        status: String,
+        /// `pending` or `running`.
+        status: PartStatus,
     },
     ToolResult {
         session_id: String,
         id: String,
         name: String,
-        status: String,
+        /// `completed`, `error` or `interrupted`.
+        status: PartStatus,
         title: String,
         output: String,
         /// For edits: the file and its text before and after.
         #[serde(skip_serializing_if = "Option::is_none")]
-        diff: Option<serde_json::Value>,
+        diff: Option<ProposedChange>,
     },
     Status {
         session_id: String,
-        status: String,
-        /// How the turn ended, on `idle`: end_turn, max_steps, cancelled, error.
+        status: SessionStatus,
+        /// How the turn ended, on `idle`.
         #[serde(skip_serializing_if = "Option::is_none")]
-        stop_reason: Option<String>,
+        stop_reason: Option<TurnEnd>,
     },
     Retry {
         session_id: String,

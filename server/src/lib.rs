@@ -15,6 +15,7 @@ pub mod paths;
 pub mod permission;
 pub mod provider;
 pub mod snapshot;
+pub mod status;
 pub mod store;
 pub mod tokens;
 pub mod tools;

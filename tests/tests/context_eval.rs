@@ -312,9 +312,9 @@ fn after_compaction_to_32k_every_planted_fact_is_in_the_request_or_recalled() {
                     Event::PartAdded {
                         part_id: format!("ap{p:03}"),
                         message_id: format!("a{p:03}"),
-                        kind: "text".into(),
+                        kind: agent_lsp::status::PartKind::Text,
                         data: json!({ "text": answer }),
-                        status: Some("completed".into()),
+                        status: Some(agent_lsp::status::PartStatus::Completed),
                     },
                 ),
             ])

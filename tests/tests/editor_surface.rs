@@ -465,7 +465,7 @@ async fn after_a_crash_mid_turn_a_new_client_reads_the_whole_history() {
                 .messages
                 .iter()
                 .flat_map(|m| &m.parts)
-                .filter(|p| p.kind == "text")
+                .filter(|p| p.kind == agent_lsp::status::PartKind::Text)
                 .filter_map(|p| p.data["text"].as_str().map(String::from))
                 .collect();
             (text.len() > 100).then_some(())

@@ -352,7 +352,7 @@ fn revert_is_refused_while_running_and_explains_when_snapshots_are_off() {
         .append(
             Some(&sid),
             &agent_lsp::store::Event::SessionStatus {
-                status: "busy".into(),
+                status: agent_lsp::status::SessionStatus::Busy,
             },
         )
         .unwrap();

@@ -66,7 +66,11 @@ pub fn today() -> String {
 
 /// The baseline text and its change record, or the reason it cannot be built yet (an
 /// instruction file that exists but cannot be read).
-pub fn build(workspace: &Path, skills: &[(String, String)]) -> Result<(String, Value), String> {
+/// Fails when an instruction file exists but cannot be read (the first turn waits for it).
+pub fn build(
+    workspace: &Path,
+    skills: &[(String, String)],
+) -> Result<(String, Value), super::AgentError> {
     let instructions = read_instructions(workspace);
     let mut text = format!(
         "<env>\nWorking directory: {}\nPlatform: {}\nDate: {}\n</env>\n",
@@ -89,7 +93,10 @@ pub fn build(workspace: &Path, skills: &[(String, String)]) -> Result<(String, V
                 );
             }
             Instruction::Unreadable { path, error } => {
-                return Err(format!("cannot read {}: {error}", path.display()));
+                return Err(super::AgentError::Baseline(format!(
+                    "cannot read {}: {error}",
+                    path.display()
+                )));
             }
         }
     }
@@ -187,7 +194,12 @@ mod tests {
         // Unreadable: a folder where the file should be.
         std::fs::remove_file(ws.join("AGENTS.md")).unwrap();
         std::fs::create_dir(ws.join("AGENTS.md")).unwrap();
-        assert!(build(&ws, &[]).unwrap_err().contains("cannot read"));
+        assert!(
+            build(&ws, &[])
+                .unwrap_err()
+                .to_string()
+                .contains("cannot read")
+        );
         assert_eq!(changes(&ws, &record2).0, None, "the last good copy is kept");
     }
 

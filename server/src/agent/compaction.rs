@@ -9,8 +9,10 @@
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::{Agent, baseline, new_id};
+use super::{Agent, AgentError, Result, baseline};
 use crate::provider::{ChatMessage, ChatRequest, ProviderEvent};
+use crate::status::{PartKind, PartStatus};
+use crate::store::new_id;
 use crate::store::{Event, MessageView};
 
 /// How much of the end of the conversation stays verbatim by default, in tokens.
@@ -63,17 +65,17 @@ pub struct Compacted {
 /// that says what was lost and where it is.
 fn render(m: &MessageView, out: &mut String) {
     for p in &m.parts {
-        match p.kind.as_str() {
-            "text" => out.push_str(&format!(
+        match p.kind {
+            PartKind::Text => out.push_str(&format!(
                 "[{}] {}\n",
                 m.role,
                 p.data["text"].as_str().unwrap_or_default().trim_end()
             )),
-            "tool" => {
+            PartKind::Tool => {
                 let name = p.data["name"].as_str().unwrap_or("tool");
                 let input = p.data["input"].as_str().unwrap_or("");
                 let output = p.data["output"].as_str().unwrap_or("");
-                let status = p.status.as_deref().unwrap_or("unknown");
+                let status = p.status.map_or("unknown", PartStatus::as_str);
                 out.push_str(&format!("[tool {name} {input}] ({status}) "));
                 if output.chars().count() > STUB_OVER_CHARS {
                     let whereabouts = format!("in message {} of the session log", m.message_id);
@@ -119,9 +121,11 @@ pub(super) fn stub(tool: &str, output: &str, succeeded: bool, whereabouts: &str)
 fn message_tokens(m: &MessageView) -> u32 {
     m.parts
         .iter()
-        .map(|p| match p.kind.as_str() {
-            "text" | "note" => crate::tokens::count(p.data["text"].as_str().unwrap_or("")),
-            "tool" => {
+        .map(|p| match p.kind {
+            PartKind::Text | PartKind::Note => {
+                crate::tokens::count(p.data["text"].as_str().unwrap_or(""))
+            }
+            PartKind::Tool => {
                 crate::tokens::count(p.data["input"].as_str().unwrap_or(""))
                     + crate::tokens::count(p.data["output"].as_str().unwrap_or(""))
             }
@@ -159,7 +163,7 @@ impl Agent {
         provider: &dyn crate::provider::Provider,
         text: String,
         max_tokens: u32,
-    ) -> Result<String, String> {
+    ) -> Result<String> {
         let request = ChatRequest {
             model: self.model(),
             system: vec![TEMPLATE.into()],
@@ -170,17 +174,17 @@ impl Agent {
         let mut stream = provider
             .stream(&request)
             .await
-            .map_err(|e| format!("compaction failed: {e}"))?;
+            .map_err(|e| AgentError::refused(format!("compaction failed: {e}")))?;
         let mut summary = String::new();
         while let Some(event) = stream.next().await {
-            match event.map_err(|e| format!("compaction failed: {e}"))? {
+            match event.map_err(|e| AgentError::refused(format!("compaction failed: {e}")))? {
                 ProviderEvent::TextDelta(t) => {
                     summary.push_str(&t);
                     if summary.len() > super::MAX_ANSWER_BYTES {
-                        return Err(format!(
+                        return Err(AgentError::refused(format!(
                             "compaction failed: the checkpoint passed {} MB",
                             super::MAX_ANSWER_BYTES / (1024 * 1024)
-                        ));
+                        )));
                     }
                 }
                 ProviderEvent::Finish(_) => break,
@@ -192,18 +196,18 @@ impl Agent {
 
     /// Folds everything before the most recent turns into a checkpoint written by the model,
     /// and starts a new context epoch with it.
-    pub async fn compact(&self, sid: &str) -> Result<Compacted, String> {
-        let provider = self
-            .provider
-            .clone()
-            .ok_or("no model provider is configured: compaction needs the model")?;
+    pub async fn compact(&self, sid: &str) -> Result<Compacted> {
+        let provider = self.provider.clone().ok_or_else(|| {
+            AgentError::NoModel(
+                "no model provider is configured: compaction needs the model".into(),
+            )
+        })?;
         let (view, epoch) = {
             let store = self.store.lock().unwrap_or_else(|p| p.into_inner());
             let view = store
-                .session(sid)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("no session {sid}"))?;
-            (view, store.latest_epoch(sid).map_err(|e| e.to_string())?)
+                .session(sid)?
+                .ok_or_else(|| AgentError::not_found(format!("no session {sid}")))?;
+            (view, store.latest_epoch(sid)?)
         };
         // The messages of the current epoch: after the previous checkpoint's cut.
         let from = epoch
@@ -216,8 +220,9 @@ impl Agent {
             .config
             .compact_keep_tokens
             .unwrap_or(KEEP_RECENT_TOKENS);
-        let cut = tail_start(current, keep)
-            .ok_or("nothing to compact yet: the conversation is one turn long")?;
+        let cut = tail_start(current, keep).ok_or_else(|| {
+            AgentError::refused("nothing to compact yet: the conversation is one turn long")
+        })?;
         let (folded, kept) = current.split_at(cut);
 
         // The summariser's window holds one chunk of the folded material at a time (with
@@ -246,10 +251,13 @@ impl Agent {
         }
         let summary = summary.unwrap_or_default();
         if summary.trim().is_empty() {
-            return Err("compaction failed: the model wrote an empty checkpoint".into());
+            return Err(AgentError::refused(
+                "compaction failed: the model wrote an empty checkpoint",
+            ));
         }
         // A new epoch: the baseline printed afresh, the checkpoint, and the kept tail.
-        let (baseline_text, record) = baseline::build(&self.workspace, &self.skills())?;
+        let (baseline_text, record) =
+            baseline::build(&self.workspace, &crate::tools::skill_list(&self.workspace))?;
         self.append(
             sid,
             vec![Event::ContextEpochStarted {

@@ -1,18 +1,19 @@
 //! The request of each step: the mode's system prompt and the baseline note (the stable
 //! prefix), then the session's messages as stored, then the tools.
 
-use super::Agent;
+use super::{Agent, AgentError, Result};
 use crate::provider::{ChatMessage, ChatRequest, ToolCallMsg};
+use crate::status::{PartKind, PartStatus};
 use crate::store::MessageView;
 use crate::tools::ToolContext;
 
 const WRAP_UP: &str = "You have reached the step limit for this turn. Do not call any tools. \
 Summarise what you did, what is left to do, and anything the user should check.";
 
-fn texts(m: &MessageView, kinds: &[&str]) -> String {
+fn texts(m: &MessageView, kinds: &[PartKind]) -> String {
     m.parts
         .iter()
-        .filter(|p| kinds.contains(&p.kind.as_str()))
+        .filter(|p| kinds.contains(&p.kind))
         .filter_map(|p| p.data["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n\n")
@@ -24,17 +25,25 @@ pub fn project_messages(messages: &[MessageView]) -> Vec<ChatMessage> {
     for m in messages {
         match m.role.as_str() {
             "user" => out.push(ChatMessage::User {
-                text: texts(m, &["note", "text"]),
+                text: texts(m, &[PartKind::Note, PartKind::Text]),
             }),
             "assistant" => {
-                let text = texts(m, &["text"]);
-                let reasoning = m.parts.iter().find(|p| p.kind == "reasoning").map(|p| {
-                    (
-                        p.data["text"].as_str().unwrap_or_default().to_string(),
-                        p.data["signature"].as_str().map(String::from),
-                    )
-                });
-                let tools: Vec<_> = m.parts.iter().filter(|p| p.kind == "tool").collect();
+                let text = texts(m, &[PartKind::Text]);
+                let reasoning = m
+                    .parts
+                    .iter()
+                    .find(|p| p.kind == PartKind::Reasoning)
+                    .map(|p| {
+                        (
+                            p.data["text"].as_str().unwrap_or_default().to_string(),
+                            p.data["signature"].as_str().map(String::from),
+                        )
+                    });
+                let tools: Vec<_> = m
+                    .parts
+                    .iter()
+                    .filter(|p| p.kind == PartKind::Tool)
+                    .collect();
                 let calls: Vec<ToolCallMsg> = tools
                     .iter()
                     .map(|p| ToolCallMsg {
@@ -56,7 +65,7 @@ pub fn project_messages(messages: &[MessageView]) -> Vec<ChatMessage> {
                         call_id: p.data["callId"].as_str().unwrap_or_default().into(),
                         name: p.data["name"].as_str().unwrap_or_default().into(),
                         content: p.data["output"].as_str().unwrap_or("(no output)").into(),
-                        is_error: p.status.as_deref() != Some("completed"),
+                        is_error: p.status != Some(PartStatus::Completed),
                     });
                 }
             }
@@ -89,14 +98,13 @@ pub fn build_request(
     ctx: &ToolContext,
     last_step: bool,
     squeeze: Option<f64>,
-) -> Result<StepRequest, String> {
+) -> Result<StepRequest> {
     let (view, epoch) = {
         let store = agent.store.lock().unwrap_or_else(|p| p.into_inner());
         let view = store
-            .session(sid)
-            .map_err(|e| e.to_string())?
-            .ok_or("the session vanished")?;
-        let epoch = store.latest_epoch(sid).map_err(|e| e.to_string())?;
+            .session(sid)?
+            .ok_or_else(|| AgentError::not_found(format!("the session {sid} vanished")))?;
+        let epoch = store.latest_epoch(sid)?;
         (view, epoch)
     };
     let mode = view
@@ -147,7 +155,7 @@ pub fn build_request(
         .messages
         .iter()
         .flat_map(|m| &m.parts)
-        .filter(|p| p.kind == "usage")
+        .filter(|p| p.kind == PartKind::Usage)
         .map(|p| &p.data)
         .collect::<Vec<_>>();
     let calibration = crate::tokens::calibration(usage.into_iter(), &request.model);

@@ -11,10 +11,11 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Agent;
+use super::{Agent, AgentError, Result};
 use crate::config::Config;
 use crate::editor::{BufferEdit, Update};
 use crate::snapshot::{FileTarget, Patch, Snapshots};
+use crate::status::{PartKind, SessionStatus};
 use crate::store::{Event, SessionSummary, SessionView, Store};
 
 pub type SharedSnapshots = Arc<Mutex<Snapshots>>;
@@ -70,17 +71,17 @@ fn staged_files(summary: &SessionSummary) -> impl Iterator<Item = PathBuf> + '_ 
 }
 
 /// Every snapshot the sessions of workspace `project` still refer to.
-fn snapshot_roots(store: &Mutex<Store>, project: &str) -> Result<BTreeSet<String>, String> {
+fn snapshot_roots(store: &Mutex<Store>, project: &str) -> Result<BTreeSet<String>> {
     let locked = || store.lock().unwrap_or_else(|p| p.into_inner());
     let mut roots = BTreeSet::new();
-    let sessions = locked().sessions().map_err(|e| e.to_string())?;
+    let sessions = locked().sessions()?;
     for summary in sessions {
         if summary.workspace != project {
             continue;
         }
         // (One session at a time: the lock is not held across the whole walk.)
         let view = locked().session(&summary.session_id);
-        let Some(view) = view.map_err(|e| e.to_string())? else {
+        let Some(view) = view? else {
             continue;
         };
         if let Some((_, saved)) = staged(&view.summary) {
@@ -98,21 +99,20 @@ fn snapshot_roots(store: &Mutex<Store>, project: &str) -> Result<BTreeSet<String
 }
 
 /// Removes unreachable snapshot objects older than [`GC_AGE`]; returns how many.
-fn collect(
-    store: &Mutex<Store>,
-    snapshots: &SharedSnapshots,
-    project: &str,
-) -> Result<usize, String> {
+fn collect(store: &Mutex<Store>, snapshots: &SharedSnapshots, project: &str) -> Result<usize> {
     let roots = snapshot_roots(store, project)?;
     let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
-    let removed = s.gc(&roots, GC_AGE).map_err(|e| e.to_string())?;
-    let _ = std::fs::write(s.git_dir().join("gc.stamp"), "");
+    let removed = s.gc(&roots, GC_AGE)?;
+    let stamp = s.git_dir().join("gc.stamp");
+    if let Err(e) = std::fs::write(&stamp, "") {
+        tracing::warn!("cannot write {}: {e}", stamp.display());
+    }
     Ok(removed)
 }
 
 impl Agent {
     /// Removes unreachable snapshot objects older than [`GC_AGE`]; returns how many.
-    pub fn snapshot_gc(&self) -> Result<usize, String> {
+    pub fn snapshot_gc(&self) -> Result<usize> {
         let snapshots = self.snapshots_or_err()?;
         collect(&self.store, &snapshots, &self.project())
     }
@@ -131,7 +131,9 @@ impl Agent {
         let due = match std::fs::metadata(&stamp).and_then(|m| m.modified()) {
             Ok(t) => t.elapsed().unwrap_or_default() >= GC_EVERY,
             Err(_) => {
-                let _ = std::fs::write(&stamp, "");
+                if let Err(e) = std::fs::write(&stamp, "") {
+                    tracing::warn!("cannot write {}: {e}", stamp.display());
+                }
                 false
             }
         };
@@ -146,17 +148,20 @@ impl Agent {
         });
     }
 
-    fn snapshots_or_err(&self) -> Result<SharedSnapshots, String> {
+    fn snapshots_or_err(&self) -> Result<SharedSnapshots> {
         if !self.config.snapshot {
-            return Err("snapshots are off (`snapshot = false` in the configuration), so there is nothing to revert to".into());
+            return Err(AgentError::refused(
+                "snapshots are off (`snapshot = false` in the configuration), so there is nothing to revert to",
+            ));
         }
-        self.snapshots()
-            .ok_or_else(|| "the snapshot repository could not be opened; see the log".into())
+        self.snapshots().ok_or_else(|| {
+            AgentError::refused("the snapshot repository could not be opened; see the log")
+        })
     }
 
-    fn view(&self, sid: &str) -> Result<SessionView, String> {
+    fn view(&self, sid: &str) -> Result<SessionView> {
         self.with_store(|s| s.session(sid))?
-            .ok_or_else(|| format!("no session {sid}"))
+            .ok_or_else(|| AgentError::not_found(format!("no session {sid}")))
     }
 
     /// Carries out a plan: files open in the editor change through it (so the revert is an
@@ -165,7 +170,7 @@ impl Agent {
         &self,
         snapshots: &SharedSnapshots,
         plan: Vec<FileTarget>,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>> {
         let files: Vec<String> = plan.iter().map(|t| t.path.clone()).collect();
         let mut on_disk = Vec::new();
         for t in plan {
@@ -204,38 +209,42 @@ impl Agent {
         &self,
         snapshots: &SharedSnapshots,
         f: impl FnOnce(&Snapshots) -> crate::snapshot::Result<T> + Send + 'static,
-    ) -> Result<T, String> {
+    ) -> Result<T> {
         let snapshots = snapshots.clone();
         tokio::task::spawn_blocking(move || f(&snapshots.lock().unwrap_or_else(|p| p.into_inner())))
             .await
-            .map_err(|e| format!("snapshot work failed: {e}"))?
-            .map_err(|e| e.to_string())
+            .map_err(|e| AgentError::Internal(format!("snapshot work failed: {e}")))?
+            .map_err(AgentError::from)
     }
 
     /// Stages a revert to just before `message_id`. Refused while the session runs.
-    pub async fn revert_to(&self, sid: &str, message_id: &str) -> Result<RevertInfo, String> {
+    pub async fn revert_to(&self, sid: &str, message_id: &str) -> Result<RevertInfo> {
         let _busy = self.revert_guard.lock().await;
         self.stage_revert(sid, message_id).await
     }
 
-    async fn stage_revert(&self, sid: &str, message_id: &str) -> Result<RevertInfo, String> {
+    async fn stage_revert(&self, sid: &str, message_id: &str) -> Result<RevertInfo> {
         let snapshots = self.snapshots_or_err()?;
         let view = self.view(sid)?;
-        if view.summary.status == "busy" {
-            return Err("the session is running; cancel it before reverting".into());
+        if view.summary.status == SessionStatus::Busy {
+            return Err(AgentError::Busy(
+                "the session is running; cancel it before reverting".into(),
+            ));
         }
         let Some(start) = view
             .messages
             .iter()
             .position(|m| m.message_id == message_id)
         else {
-            return Err(format!("no message {message_id} in session {sid}"));
+            return Err(AgentError::not_found(format!(
+                "no message {message_id} in session {sid}"
+            )));
         };
         self.refresh_overlay(&snapshots);
         let patches: Vec<Patch> = view.messages[start..]
             .iter()
             .flat_map(|m| &m.parts)
-            .filter(|p| p.kind == "patch")
+            .filter(|p| p.kind == PartKind::Patch)
             .filter_map(|p| {
                 Some(Patch {
                     from: p.data["from"].as_str()?.to_string(),
@@ -305,11 +314,13 @@ impl Agent {
     }
 
     /// Clears a staged revert: the files come back as they were before it (redo).
-    pub async fn unrevert(&self, sid: &str) -> Result<Vec<String>, String> {
+    pub async fn unrevert(&self, sid: &str) -> Result<Vec<String>> {
         let _busy = self.revert_guard.lock().await;
         let view = self.view(sid)?;
         let Some((_, saved)) = staged(&view.summary) else {
-            return Err("nothing to redo: no revert is staged in this session".into());
+            return Err(AgentError::refused(
+                "nothing to redo: no revert is staged in this session",
+            ));
         };
         let snapshots = self.snapshots_or_err()?;
         self.refresh_overlay(&snapshots);
@@ -328,11 +339,11 @@ impl Agent {
     }
 
     /// Makes a staged revert final: the messages from the revert point on are deleted.
-    pub fn commit_revert(&self, sid: &str) -> Result<bool, String> {
+    pub fn commit_revert(&self, sid: &str) -> Result<bool> {
         // Runs before every prompt: the summary is enough, not the whole session.
         let summary = self
             .with_store(|s| s.summary(sid))?
-            .ok_or_else(|| format!("no session {sid}"))?;
+            .ok_or_else(|| AgentError::not_found(format!("no session {sid}")))?;
         let Some((message_id, _)) = staged(&summary) else {
             return Ok(false);
         };
@@ -350,7 +361,7 @@ impl Agent {
 
     /// Stages the last user message (before any staged revert point) and returns its text,
     /// so an editor can put it back in the input box.
-    pub async fn undo(&self, sid: &str) -> Result<RevertInfo, String> {
+    pub async fn undo(&self, sid: &str) -> Result<RevertInfo> {
         let _busy = self.revert_guard.lock().await;
         let view = self.view(sid)?;
         let limit = staged(&view.summary)
@@ -361,12 +372,12 @@ impl Agent {
             .rev()
             .find(|m| m.role == "user")
         else {
-            return Err("nothing to undo".into());
+            return Err(AgentError::refused("nothing to undo"));
         };
         let text: String = message
             .parts
             .iter()
-            .filter(|p| p.kind == "text")
+            .filter(|p| p.kind == PartKind::Text)
             .filter_map(|p| p.data["text"].as_str())
             .collect();
         let mut info = self.stage_revert(sid, &message.message_id.clone()).await?;

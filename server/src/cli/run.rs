@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, TurnEnd};
 use crate::config::{ConfigLayer, LayerSource, Layers, ProviderKind};
 use crate::editor::{BufferEdit, EditorPort, PermissionReply, PermissionRequest, Question, Update};
+use crate::status::{PartStatus, SessionStatus};
 use crate::store::Store;
 
 #[derive(Debug, clap::Args)]
@@ -156,7 +157,7 @@ impl EditorPort for Terminal {
         }
         if let Some(spinner) = &self.spinner {
             match &update {
-                Update::Status { status, .. } if status == "busy" => {
+                Update::Status { status, .. } if *status == SessionStatus::Busy => {
                     spinner.show("thinking…".into())
                 }
                 Update::ToolResult { .. } => spinner.show("thinking…".into()),
@@ -169,9 +170,9 @@ impl EditorPort for Terminal {
             Update::ToolCall {
                 name,
                 input,
-                status,
+                status: PartStatus::Running,
                 ..
-            } if status == "running" => {
+            } => {
                 let shown = input
                     .get("filePath")
                     .or_else(|| input.get("command"))
@@ -184,7 +185,7 @@ impl EditorPort for Terminal {
                     spinner.show(format!("running {name}…"));
                 }
             }
-            Update::ToolResult { status, output, .. } if status != "completed" => {
+            Update::ToolResult { status, output, .. } if status != PartStatus::Completed => {
                 let first = output.lines().next().unwrap_or("");
                 self.own_line(&format!("  ✗ {status}: {first}"));
             }

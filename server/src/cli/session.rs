@@ -12,6 +12,7 @@ use crate::agent::Agent;
 use crate::agent::revert::to_json;
 use crate::config::Layers;
 use crate::editor::{Headless, PermissionReply};
+use crate::status::PartKind;
 use crate::store::{SessionView, Store};
 
 /// `agent-lsp snapshot stats|gc`.
@@ -127,7 +128,7 @@ async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32
             let (agent, sid) = agent_for(store, &id)?;
             match agent.revert_to(&sid, &message_id).await {
                 Ok(info) => report(json, to_json(&info), files_text("reverted", &info.files)),
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         }
         SessionCommand::Undo { id, json } => {
@@ -141,7 +142,7 @@ async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32
                     );
                     report(json, to_json(&info), text)
                 }
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         }
         SessionCommand::Unrevert { id, json } | SessionCommand::Redo { id, json } => {
@@ -152,13 +153,13 @@ async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32
                     serde_json::json!({"files": files}),
                     files_text("restored", &files),
                 ),
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         }
         SessionCommand::Compact { id, json } => {
             let (mut agent, sid) = agent_for(store, &id)?;
-            match crate::provider::from_config(&agent.config) {
-                Ok(p) => agent.provider = Some(Arc::from(p)),
+            match crate::provider::from_config(agent.config()) {
+                Ok(p) => agent.set_provider(Arc::from(p)),
                 Err(e) => return fail(format!("compaction needs the model: {e}")),
             }
             match agent.compact(&sid).await {
@@ -169,7 +170,7 @@ async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32
                     );
                     report(json, crate::agent::compaction::to_json(&c), text)
                 }
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         }
         _ => unreachable!("run() routes only revert commands here"),
@@ -282,10 +283,10 @@ fn write_transcript(out: &mut impl Write, view: &SessionView) -> std::io::Result
     for m in &view.messages {
         writeln!(out, "\n## {} ({})", m.role, m.message_id)?;
         for p in &m.parts {
-            match p.kind.as_str() {
-                "text" | "reasoning" => {
+            match p.kind {
+                PartKind::Text | PartKind::Reasoning => {
                     let text = p.data.get("text").and_then(|t| t.as_str()).unwrap_or("");
-                    if p.kind == "reasoning" {
+                    if p.kind == PartKind::Reasoning {
                         writeln!(out, "[reasoning] {text}")?;
                     } else {
                         writeln!(out, "{text}")?;
@@ -294,10 +295,7 @@ fn write_transcript(out: &mut impl Write, view: &SessionView) -> std::io::Result
                 kind => writeln!(
                     out,
                     "[{kind}{}] {}",
-                    p.status
-                        .as_deref()
-                        .map(|s| format!(" {s}"))
-                        .unwrap_or_default(),
+                    p.status.map(|s| format!(" {s}")).unwrap_or_default(),
                     p.data
                 )?,
             }

@@ -1,7 +1,6 @@
 //! The editor port for LSP clients: open buffers, `workspace/applyEdit`, permission asks
-//! (`agent/requestPermission`, else `window/showMessageRequest`, else code actions), and
-//! updates (`agent/update` coalesced per session, else `$/progress`, `window/showMessage` and
-//! a transcript file).
+//! (`agent/requestPermission`, else `window/showMessageRequest`, else code actions) and
+//! questions. Updates go to the [`Coalescer`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -9,20 +8,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tower_lsp_server::Client;
-use tower_lsp_server::ls_types::notification::Progress;
 use tower_lsp_server::ls_types::*;
 
+use super::coalescer::Coalescer;
 use super::documents::{Document, PositionEncoding};
-use super::protocol::{AgentUpdate, AskQuestion, ClientCaps, RequestPermission};
+use super::protocol::{self as wire, AskQuestion, ClientCaps, RequestPermission};
 use crate::editor::{
     BufferEdit, EditorPort, FileOperation, PermissionReply, PermissionRequest, Question, Update,
 };
-
-/// How long chunks of one session may wait to be merged into one notification.
-pub const COALESCE: Duration = Duration::from_millis(16);
 
 /// A permission ask waiting for an answer through a code action (clients without
 /// `agent/requestPermission` or `window/showMessageRequest`, like Helix).
@@ -366,18 +361,13 @@ impl EditorPort for LspEditor {
         Box::pin(async move {
             let caps = self.buffers.caps();
             if caps.permissions {
-                let mut params = serde_json::to_value(request).unwrap_or_default();
-                params["description"] = json!(request.patterns.join(", "));
-                params["options"] = json!(["once", "always", "reject"]);
+                let params = wire::PermissionParams::from(request);
                 return match self.client.send_request::<RequestPermission>(params).await {
-                    Ok(v) => match v["outcome"].as_str() {
-                        Some("once") => PermissionReply::Once,
-                        Some("always") => PermissionReply::Always,
-                        _ => PermissionReply::Reject {
-                            message: v["message"].as_str().map(String::from),
-                        },
-                    },
-                    Err(_) => PermissionReply::Reject { message: None },
+                    Ok(answer) => PermissionReply::from(answer),
+                    Err(e) => {
+                        tracing::warn!("the editor did not answer a permission ask: {e}");
+                        PermissionReply::Reject { message: None }
+                    }
                 };
             }
             if caps.show_message_request {
@@ -410,13 +400,17 @@ impl EditorPort for LspEditor {
         Box::pin(async move {
             let caps = self.buffers.caps();
             if caps.questions {
-                let v = self
+                let params = wire::QuestionParams {
+                    questions: questions.iter().map(wire::Question::from).collect(),
+                };
+                let reply = self
                     .client
-                    .send_request::<AskQuestion>(json!({"questions": questions}))
+                    .send_request::<AskQuestion>(params)
                     .await
-                    .map_err(|e| e.message.to_string())?;
-                return serde_json::from_value(v["answers"].clone())
-                    .map_err(|e| format!("bad answers from the editor: {e}"));
+                    .map_err(|e| {
+                        format!("the editor did not answer the questions: {}", e.message)
+                    })?;
+                return Ok(reply.answers);
             }
             if caps.show_message_request {
                 let mut answers = Vec::new();
@@ -441,423 +435,5 @@ impl EditorPort for LspEditor {
             }
             Err("this editor cannot show questions; ask in your answer instead".into())
         })
-    }
-}
-
-/// Per-session delivery state.
-#[derive(Default)]
-struct Stream {
-    seq: u64,
-    /// Chunks waiting to be merged: (kind, message id, text).
-    chunk: Option<(&'static str, String, String)>,
-    /// Fallback: the work-done progress of the running turn, and the turn's answer text.
-    progress: Option<ProgressToken>,
-    answer: String,
-    /// Transcript text not yet appended to the file (written with each flush).
-    transcript: String,
-}
-
-struct Coalescer {
-    client: Client,
-    buffers: Arc<dyn Buffers>,
-    transcripts: PathBuf,
-    streams: HashMap<String, Stream>,
-}
-
-fn session_of(u: &Update) -> &str {
-    match u {
-        Update::Session { session_id }
-        | Update::UserMessage { session_id, .. }
-        | Update::Text { session_id, .. }
-        | Update::Reasoning { session_id, .. }
-        | Update::ToolCall { session_id, .. }
-        | Update::ToolResult { session_id, .. }
-        | Update::Status { session_id, .. }
-        | Update::Retry { session_id, .. }
-        | Update::Error { session_id, .. }
-        | Update::Plan { session_id, .. }
-        | Update::Revert { session_id, .. }
-        | Update::Usage { session_id, .. } => session_id,
-    }
-}
-
-/// The tool-call kind of the protocol, from the tool's name.
-fn tool_kind(name: &str) -> &'static str {
-    match name {
-        "read" => "read",
-        "write" | "edit" | "apply_patch" => "edit",
-        "glob" | "grep" => "search",
-        "bash" => "execute",
-        "webfetch" => "fetch",
-        _ => "other",
-    }
-}
-
-fn tool_title(name: &str, input: &Value) -> String {
-    let target = ["filePath", "command", "pattern", "url"]
-        .iter()
-        .find_map(|k| input.get(*k).and_then(Value::as_str))
-        .unwrap_or("");
-    format!("{name} {target}").trim().to_string()
-}
-
-impl Coalescer {
-    fn new(client: Client, buffers: Arc<dyn Buffers>, transcripts: PathBuf) -> Self {
-        Self {
-            client,
-            buffers,
-            transcripts,
-            streams: HashMap::new(),
-        }
-    }
-
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Update>) {
-        // Chunks wait at most COALESCE after the first of a batch, however fast they come.
-        let mut deadline: Option<tokio::time::Instant> = None;
-        loop {
-            let waiting = self.streams.values().any(|s| s.chunk.is_some());
-            if waiting && deadline.is_none() {
-                deadline = Some(tokio::time::Instant::now() + COALESCE);
-            }
-            // A backlog never postpones a flush that is due.
-            if let Some(at) = deadline.filter(|_| waiting)
-                && tokio::time::Instant::now() >= at
-            {
-                self.flush_all().await;
-                deadline = None;
-                continue;
-            }
-            let next = match deadline.filter(|_| waiting) {
-                Some(at) => match tokio::time::timeout_at(at, rx.recv()).await {
-                    Ok(u) => u,
-                    Err(_) => {
-                        self.flush_all().await;
-                        deadline = None;
-                        continue;
-                    }
-                },
-                None => {
-                    deadline = None;
-                    rx.recv().await
-                }
-            };
-            let Some(update) = next else { break };
-            self.handle(update).await;
-        }
-        self.flush_all().await;
-    }
-
-    async fn flush_all(&mut self) {
-        let ids: Vec<String> = self.streams.keys().cloned().collect();
-        for id in ids {
-            self.flush(&id).await;
-        }
-    }
-
-    async fn flush(&mut self, sid: &str) {
-        self.write_transcript(sid);
-        let Some(stream) = self.streams.get_mut(sid) else {
-            return;
-        };
-        let Some((kind, message_id, text)) = stream.chunk.take() else {
-            return;
-        };
-        self.send(
-            sid,
-            json!({"kind": kind, "messageId": message_id, "text": text}),
-        )
-        .await;
-    }
-
-    async fn send(&mut self, sid: &str, update: Value) {
-        if !self.buffers.caps().updates {
-            return;
-        }
-        let stream = self.streams.entry(sid.to_string()).or_default();
-        stream.seq += 1;
-        let params = json!({"sessionId": sid, "seq": stream.seq, "update": update});
-        self.client.send_notification::<AgentUpdate>(params).await;
-    }
-
-    fn transcript(&mut self, sid: &str, text: &str) {
-        self.streams
-            .entry(sid.to_string())
-            .or_default()
-            .transcript
-            .push_str(text);
-    }
-
-    /// Appends what the transcript of `sid` has gathered to its file.
-    fn write_transcript(&mut self, sid: &str) {
-        use std::io::Write as _;
-        let Some(stream) = self.streams.get_mut(sid) else {
-            return;
-        };
-        if stream.transcript.is_empty() {
-            return;
-        }
-        let text = std::mem::take(&mut stream.transcript);
-        let path = self.transcripts.join(format!("{sid}.md"));
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = f.write_all(text.as_bytes());
-        }
-    }
-
-    async fn progress(&mut self, sid: &str, value: WorkDoneProgress) {
-        let caps = self.buffers.caps();
-        if caps.updates || !caps.work_done_progress {
-            return;
-        }
-        let token = match &self.streams.entry(sid.to_string()).or_default().progress {
-            Some(t) => t.clone(),
-            None => return,
-        };
-        self.client
-            .send_notification::<Progress>(ProgressParams {
-                token,
-                value: ProgressParamsValue::WorkDone(value),
-            })
-            .await;
-    }
-
-    async fn handle(&mut self, update: Update) {
-        let sid = session_of(&update).to_string();
-        // Merge consecutive chunks of the same kind and message.
-        if let Update::Text {
-            message_id, text, ..
-        }
-        | Update::Reasoning {
-            message_id, text, ..
-        } = &update
-        {
-            let kind = if matches!(update, Update::Text { .. }) {
-                "message_chunk"
-            } else {
-                "reasoning_chunk"
-            };
-            if kind == "message_chunk" {
-                self.transcript(&sid, text);
-            }
-            let stream = self.streams.entry(sid.clone()).or_default();
-            if kind == "message_chunk" {
-                stream.answer.push_str(text);
-            }
-            match &mut stream.chunk {
-                Some((k, m, t)) if *k == kind && m == message_id => t.push_str(text),
-                _ => {
-                    self.flush(&sid).await;
-                    self.streams.entry(sid.clone()).or_default().chunk =
-                        Some((kind, message_id.clone(), text.clone()));
-                }
-            }
-            return;
-        }
-        self.flush(&sid).await;
-        match update {
-            Update::UserMessage {
-                message_id, text, ..
-            } => {
-                self.transcript(&sid, &format!("\n\n## You\n\n{text}\n\n## Agent\n\n"));
-                self.send(
-                    &sid,
-                    json!({"kind": "user_message", "messageId": message_id, "text": text}),
-                )
-                .await;
-            }
-            Update::ToolCall {
-                id,
-                name,
-                input,
-                status,
-                ..
-            } => {
-                let title = tool_title(&name, &input);
-                if status == "running" {
-                    self.transcript(&sid, &format!("\n\n- `{title}`\n"));
-                    self.progress(
-                        &sid,
-                        WorkDoneProgress::Report(WorkDoneProgressReport {
-                            message: Some(format!("running {title}")),
-                            ..Default::default()
-                        }),
-                    )
-                    .await;
-                }
-                // `kind` names the update, so the tool's kind is `toolKind`.
-                let mut update = json!({"kind": "tool_call", "toolCallId": id, "name": name, "title": title,
-                    "toolKind": tool_kind(&name), "status": status, "rawInput": input});
-                if let Some(path) = input.get("filePath").and_then(Value::as_str) {
-                    let root = PathBuf::from(path);
-                    if let Some(uri) = file_uri(&root).filter(|_| root.is_absolute()) {
-                        update["locations"] = json!([{"uri": uri}]);
-                    }
-                }
-                self.send(&sid, update).await;
-            }
-            Update::ToolResult {
-                id,
-                name,
-                status,
-                title,
-                output,
-                diff,
-                ..
-            } => {
-                let status = if status == "completed" {
-                    "completed"
-                } else {
-                    "failed"
-                };
-                if status == "failed" {
-                    self.transcript(
-                        &sid,
-                        &format!(
-                            "  - {name} failed: {}\n",
-                            output.lines().next().unwrap_or("")
-                        ),
-                    );
-                }
-                let mut update = json!({"kind": "tool_call_update", "toolCallId": id, "name": name,
-                    "status": status, "title": title, "output": output});
-                // An edit's before and after, for the editor's diff view.
-                if let Some(d) = diff.filter(|d| d.is_object())
-                    && let Some(uri) = d["path"].as_str().and_then(|p| file_uri(Path::new(p)))
-                {
-                    update["diff"] =
-                        json!({"uri": uri, "oldText": d["oldText"], "newText": d["newText"]});
-                }
-                self.send(&sid, update).await;
-            }
-            Update::Status {
-                status,
-                stop_reason,
-                ..
-            } => {
-                let mut update = json!({"kind": "status", "status": status});
-                if let Some(reason) = stop_reason {
-                    update["stopReason"] = json!(reason);
-                }
-                self.send(&sid, update).await;
-                self.on_status(&sid, &status).await;
-            }
-            Update::Usage {
-                input_tokens,
-                output_tokens,
-                cache_read_tokens,
-                ..
-            } => {
-                self.send(&sid, json!({"kind": "usage", "inputTokens": input_tokens, "outputTokens": output_tokens,
-                    "cacheReadTokens": cache_read_tokens})).await;
-            }
-            Update::Error { message, .. } => {
-                self.transcript(&sid, &format!("\n\n**Error:** {message}\n"));
-                self.send(&sid, json!({"kind": "error", "message": message}))
-                    .await;
-                if !self.buffers.caps().updates {
-                    self.client
-                        .show_message(MessageType::ERROR, format!("agent-lsp: {message}"))
-                        .await;
-                }
-            }
-            Update::Retry {
-                attempt,
-                wait_ms,
-                reason,
-                ..
-            } => {
-                self.send(&sid, json!({"kind": "retry", "attempt": attempt, "waitMs": wait_ms, "reason": reason})).await;
-            }
-            Update::Plan { todos, .. } => {
-                self.send(&sid, json!({"kind": "plan", "todos": todos}))
-                    .await;
-            }
-            Update::Revert {
-                message_id, files, ..
-            } => {
-                self.send(
-                    &sid,
-                    json!({"kind": "revert", "messageId": message_id, "files": files}),
-                )
-                .await;
-            }
-            Update::Session { .. } | Update::Text { .. } | Update::Reasoning { .. } => {}
-        }
-    }
-
-    /// Fallbacks at the start and end of a turn: work-done progress, and the answer's first
-    /// lines through `window/showMessage`.
-    async fn on_status(&mut self, sid: &str, status: &str) {
-        let caps = self.buffers.caps();
-        if caps.updates {
-            return;
-        }
-        if status == "busy" {
-            let stream = self.streams.entry(sid.to_string()).or_default();
-            stream.answer.clear();
-            if caps.work_done_progress {
-                let token =
-                    ProgressToken::String(format!("agent-lsp/{sid}/{}", crate::store::new_id()));
-                if self
-                    .client
-                    .create_work_done_progress(token.clone())
-                    .await
-                    .is_ok()
-                {
-                    self.streams.entry(sid.to_string()).or_default().progress = Some(token);
-                    self.progress(
-                        sid,
-                        WorkDoneProgress::Begin(WorkDoneProgressBegin {
-                            title: "agent-lsp".into(),
-                            message: Some("working".into()),
-                            ..Default::default()
-                        }),
-                    )
-                    .await;
-                }
-            }
-        } else {
-            let answer = self
-                .streams
-                .get(sid)
-                .map(|s| s.answer.clone())
-                .unwrap_or_default();
-            let first: Vec<&str> = answer
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .take(3)
-                .collect();
-            let summary = if first.is_empty() {
-                "done".to_string()
-            } else {
-                first.join(" ")
-            };
-            self.progress(
-                sid,
-                WorkDoneProgress::End(WorkDoneProgressEnd {
-                    message: Some(summary.chars().take(120).collect()),
-                }),
-            )
-            .await;
-            self.streams.entry(sid.to_string()).or_default().progress = None;
-            if !first.is_empty() {
-                let transcript = self.transcripts.join(format!("{sid}.md"));
-                self.client
-                    .show_message(
-                        MessageType::INFO,
-                        format!(
-                            "agent-lsp: {summary} (full transcript: {})",
-                            transcript.display()
-                        ),
-                    )
-                    .await;
-            }
-        }
     }
 }

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::LspEditor;
-use crate::agent::Agent;
+use super::protocol as wire;
+use crate::agent::{Agent, AgentError, Result};
 use crate::config::Config;
 use crate::store::{Event, Store};
 
@@ -67,20 +67,18 @@ impl AgentHost {
     }
 
     /// The database, opened on first use (so starting the server stays cheap).
-    fn store(&self) -> Result<Arc<Mutex<Store>>, String> {
+    fn store(&self) -> Result<Arc<Mutex<Store>>> {
         let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = slot.as_ref() {
             return Ok(s.clone());
         }
-        let store = Arc::new(Mutex::new(
-            Store::open_default().map_err(|e| e.to_string())?,
-        ));
+        let store = Arc::new(Mutex::new(Store::open_default()?));
         *slot = Some(store.clone());
         Ok(store)
     }
 
     /// The agent for `root` under `config` (a new one when either changed).
-    pub fn agent(&self, config: &Config, root: &Path) -> Result<Arc<Agent>, String> {
+    pub fn agent(&self, config: &Config, root: &Path) -> Result<Arc<Agent>> {
         let mut slot = self.agent.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((c, r, a)) = slot.as_ref()
             && c == config
@@ -109,13 +107,15 @@ impl AgentHost {
         Ok(agent)
     }
 
-    fn current(&self) -> Result<Arc<Agent>, String> {
+    fn current(&self) -> Result<Arc<Agent>> {
         self.agent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .map(|(_, _, a)| a.clone())
-            .ok_or_else(|| "no session has been started in this workspace yet".into())
+            .ok_or_else(|| {
+                AgentError::not_found("no session has been started in this workspace yet")
+            })
     }
 
     /// Admits `text` (persisted) and starts the session's task if it is idle. Answers at once.
@@ -127,12 +127,13 @@ impl AgentHost {
         text: &str,
         context: Option<String>,
         mode: Option<&str>,
-    ) -> Result<Value, String> {
+    ) -> Result<wire::PromptResult> {
         let agent = self.agent(config, root)?;
-        if agent.provider.is_none() {
-            return Err(crate::provider::from_config(config)
-                .err()
-                .unwrap_or_else(|| "no model provider".into()));
+        if !agent.has_provider() {
+            let why = crate::provider::from_config(config).err();
+            return Err(AgentError::NoModel(
+                why.unwrap_or_else(|| "no model provider".into()),
+            ));
         }
         let (sid, input_id) = agent.prompt(session, text, context).await?;
         if let Some(mode) = mode {
@@ -140,7 +141,10 @@ impl AgentHost {
         }
         *self.last_session.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.clone());
         self.start(agent, &sid);
-        Ok(json!({"sessionId": sid, "messageId": input_id}))
+        Ok(wire::PromptResult {
+            session_id: sid,
+            message_id: input_id,
+        })
     }
 
     fn start(self: &Arc<Self>, agent: Arc<Agent>, sid: &str) {
@@ -162,14 +166,7 @@ impl AgentHost {
                 // Checked and left under the `running` lock: a prompt admitted meanwhile
                 // either is seen here or finds the task gone and starts a new one.
                 let mut running = host.running.lock().unwrap_or_else(|p| p.into_inner());
-                let more = !cancel.is_cancelled()
-                    && agent
-                        .store
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .inbox(&sid)
-                        .map(|i| !i.is_empty())
-                        .unwrap_or(false);
+                let more = !cancel.is_cancelled() && agent.has_input(&sid);
                 if !more {
                     running.remove(&sid);
                     break;
@@ -198,116 +195,131 @@ impl AgentHost {
         self.editor.reject_pending(sid);
     }
 
-    pub fn sessions(&self) -> Result<Value, String> {
+    /// A session's status as this server sees it: an ask waits, a turn runs, or idle.
+    fn live_status(&self, sid: &str) -> crate::status::SessionStatus {
+        use crate::status::SessionStatus;
+        let asks = self.editor.pending_asks();
+        if asks
+            .iter()
+            .any(|(_, r)| r.session_id.as_deref() == Some(sid))
+        {
+            SessionStatus::Waiting
+        } else if self.is_running(sid) {
+            SessionStatus::Busy
+        } else {
+            SessionStatus::Idle
+        }
+    }
+
+    pub fn sessions(&self) -> Result<Vec<wire::SessionItem>> {
         let store = self.store()?;
-        let sessions = store
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .sessions()
-            .map_err(|e| e.to_string())?;
+        let sessions = store.lock().unwrap_or_else(|p| p.into_inner()).sessions()?;
         Ok(sessions
             .into_iter()
             .map(|s| {
-                let pending = self.editor.pending_asks().iter().any(|(_, r)| r.session_id.as_deref() == Some(&s.session_id));
-                let status = if pending { "waiting" } else if self.is_running(&s.session_id) { "busy" } else { "idle" };
-                json!({"sessionId": s.session_id, "title": s.title, "status": status, "updatedAt": s.updated_at, "workspace": s.workspace})
+                let live = self.live_status(&s.session_id);
+                wire::SessionItem::new(s, live)
             })
             .collect())
     }
 
     /// The whole session: messages with parts, pending input and permissions, revert state.
-    pub fn history(&self, sid: &str) -> Result<Value, String> {
+    pub fn history(&self, sid: &str) -> Result<wire::SessionHistory> {
         let store = self.store()?;
         let view = store
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .session(sid)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("no session {sid}"))?;
-        let pending: Vec<Value> = self
+            .session(sid)?
+            .ok_or_else(|| AgentError::not_found(format!("no session {sid}")))?;
+        let pending = self
             .editor
             .pending_asks()
             .into_iter()
             .filter(|(_, r)| r.session_id.as_deref() == Some(sid))
-            .map(|(id, r)| json!({"id": id, "request": r}))
+            .map(|(id, r)| wire::PendingPermission {
+                id,
+                request: wire::PermissionParams::from(&r),
+            })
             .collect();
-        let mut v = serde_json::to_value(&view).map_err(|e| e.to_string())?;
-        v["pendingPermissions"] = Value::Array(pending);
-        v["running"] = json!(self.is_running(sid));
-        Ok(v)
+        Ok(wire::SessionHistory::new(
+            view,
+            pending,
+            self.is_running(sid),
+        ))
     }
 
     /// Ranked matches from the recall index; `project` is the workspace's key.
     pub fn search(
         &self,
-        params: &super::protocol::SearchParams,
+        params: &wire::SearchParams,
         project: &str,
-    ) -> Result<Value, String> {
+    ) -> Result<Vec<wire::SearchHit>> {
         let store = self.store()?;
-        let hits = store
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .search(
-                &params.query,
-                params.scope.unwrap_or(crate::store::Scope::Project),
-                params.session_id.as_deref(),
-                Some(project),
-                params.limit.unwrap_or(10).min(100),
-            )
-            .map_err(|e| e.to_string())?;
-        serde_json::to_value(hits).map_err(|e| e.to_string())
+        let hits = store.lock().unwrap_or_else(|p| p.into_inner()).search(
+            &params.query,
+            params
+                .scope
+                .map_or(crate::store::Scope::Project, Into::into),
+            params.session_id.as_deref(),
+            Some(project),
+            params.limit.unwrap_or(10).min(100),
+        )?;
+        Ok(hits.into_iter().map(wire::SearchHit::from).collect())
     }
 
-    pub fn set_mode(&self, sid: &str, mode: &str) -> Result<(), String> {
+    pub fn set_mode(&self, sid: &str, mode: &str) -> Result<()> {
         let store = self.store()?;
         store
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .append(Some(sid), &Event::SessionModeSet { mode: mode.into() })
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            .append(Some(sid), &Event::SessionModeSet { mode: mode.into() })?;
+        Ok(())
     }
 
     /// The agent, for revert and friends, once no turn of the session runs in this server.
     /// A task that just reported idle is given a moment to wind down; the agent itself also
     /// refuses while the stored status is busy, which covers other processes.
-    async fn guard_idle(&self, sid: &str) -> Result<Arc<Agent>, String> {
+    async fn guard_idle(&self, sid: &str) -> Result<Arc<Agent>> {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(500);
         while self.is_running(sid) {
             if tokio::time::Instant::now() >= deadline {
-                return Err("the session is running; cancel it before reverting".into());
+                return Err(AgentError::Busy(
+                    "the session is running; cancel it before reverting".into(),
+                ));
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         self.current()
     }
 
-    pub async fn revert(&self, sid: &str, message_id: &str) -> Result<Value, String> {
+    pub async fn revert(&self, sid: &str, message_id: &str) -> Result<wire::RevertResult> {
         let info = self
             .guard_idle(sid)
             .await?
             .revert_to(sid, message_id)
             .await?;
-        Ok(crate::agent::revert::to_json(&info))
+        Ok(info.into())
     }
 
-    pub async fn unrevert(&self, sid: &str) -> Result<Value, String> {
+    pub async fn unrevert(&self, sid: &str) -> Result<wire::RedoResult> {
         let files = self.guard_idle(sid).await?.unrevert(sid).await?;
-        Ok(json!({"files": files}))
+        Ok(wire::RedoResult { files })
     }
 
     /// `agent/compact`: refused while the session runs (the loop compacts by itself then).
-    pub async fn compact(&self, sid: &str) -> Result<Value, String> {
+    pub async fn compact(&self, sid: &str) -> Result<wire::CompactResult> {
         if self.is_running(sid) {
-            return Err("the session is running; it compacts by itself when it needs to".into());
+            return Err(AgentError::Busy(
+                "the session is running; it compacts by itself when it needs to".into(),
+            ));
         }
         let agent = self.current()?;
         let done = agent.compact(sid).await?;
-        Ok(crate::agent::compaction::to_json(&done))
+        Ok(done.into())
     }
 
-    pub async fn undo(&self, sid: &str) -> Result<Value, String> {
+    pub async fn undo(&self, sid: &str) -> Result<wire::RevertResult> {
         let info = self.guard_idle(sid).await?.undo(sid).await?;
-        Ok(crate::agent::revert::to_json(&info))
+        Ok(info.into())
     }
 }

@@ -1,7 +1,9 @@
 //! The editor surface: LSP over stdio.
 
 pub mod bridge;
+mod coalescer;
 pub mod documents;
+pub mod error;
 mod host;
 pub mod protocol;
 mod server;
@@ -12,7 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
+use tower_lsp_server::ls_types::request::Request as _;
 use tower_lsp_server::{LspService, Server};
+
+use protocol::{
+    Cancel, Compact, DocumentText, GetConfig, History, Prompt, Redo, Revert, Search, Sessions,
+    SetMode, Undo, Unrevert,
+};
 
 pub use server::Backend;
 
@@ -26,19 +34,19 @@ where
     let shutdown_requested = Arc::new(AtomicBool::new(false));
     let flag = shutdown_requested.clone();
     let (service, socket) = LspService::build(move |client| Backend::new(client, flag))
-        .custom_method("agent/documentText", Backend::document_text)
-        .custom_method("agent/config", Backend::config)
-        .custom_method("agent/prompt", Backend::prompt)
-        .custom_method("agent/cancel", Backend::cancel)
-        .custom_method("agent/sessions", Backend::sessions)
-        .custom_method("agent/history", Backend::history)
-        .custom_method("agent/revert", Backend::revert)
-        .custom_method("agent/unrevert", Backend::unrevert)
-        .custom_method("agent/undo", Backend::undo)
-        .custom_method("agent/redo", Backend::unrevert)
-        .custom_method("agent/setMode", Backend::set_mode)
-        .custom_method("agent/search", Backend::search)
-        .custom_method("agent/compact", Backend::compact)
+        .custom_method(DocumentText::METHOD, Backend::document_text)
+        .custom_method(GetConfig::METHOD, Backend::config)
+        .custom_method(Prompt::METHOD, Backend::prompt)
+        .custom_method(Cancel::METHOD, Backend::cancel)
+        .custom_method(Sessions::METHOD, Backend::sessions)
+        .custom_method(History::METHOD, Backend::history)
+        .custom_method(Revert::METHOD, Backend::revert)
+        .custom_method(Unrevert::METHOD, Backend::unrevert)
+        .custom_method(Undo::METHOD, Backend::undo)
+        .custom_method(Redo::METHOD, Backend::unrevert)
+        .custom_method(SetMode::METHOD, Backend::set_mode)
+        .custom_method(Search::METHOD, Backend::search)
+        .custom_method(Compact::METHOD, Backend::compact)
         .finish();
 
     let (to_server, server_input) = tokio::io::duplex(1 << 16);

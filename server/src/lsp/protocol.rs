@@ -1,33 +1,689 @@
-//! The `agent/*` extension methods: their names and payloads (stable: editor plugins and
-//! external tests build on them).
+//! The `agent/*` extension protocol: every method as a type with its name and payloads (the
+//! way `lsp_types` does it), and the wire types those payloads are made of. Nothing from the
+//! store or the editor port goes on the wire by derive: each has a wire type of its own here,
+//! built by the bridge and the host. `schema()` turns all of it into the JSON Schema checked
+//! in at `editors/protocol/agent-protocol.schema.json` (a test keeps the file current).
 
+use std::path::PathBuf;
+
+use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tower_lsp_server::ls_types::notification::Notification;
 use tower_lsp_server::ls_types::request::Request;
 use tower_lsp_server::ls_types::{Range, Uri};
 
-/// Server → client: what a session is doing, coalesced (~16 ms) per session.
+pub use crate::status::TurnEnd as StopReason;
+
+macro_rules! request {
+    ($(#[$doc:meta])* $name:ident, $method:literal, $params:ty => $result:ty) => {
+        $(#[$doc])*
+        pub enum $name {}
+        impl Request for $name {
+            type Params = $params;
+            type Result = $result;
+            const METHOD: &'static str = $method;
+        }
+    };
+}
+
+// Client → server requests.
+request!(
+    /// Admits a prompt (persisted before the answer) and starts or queues its turn.
+    Prompt, "agent/prompt", PromptParams => PromptResult);
+request!(
+    /// Cancels a session's turn; idempotent. Pending asks of the session are rejected.
+    Cancel, "agent/cancel", SessionParams => Empty);
+request!(
+    /// Every session, newest first.
+    Sessions, "agent/sessions", NoParams => Vec<SessionItem>);
+request!(
+    /// The whole session, for a client that (re)connects.
+    History, "agent/history", SessionParams => SessionHistory);
+request!(
+    /// Puts the files back as they were before a message (staged until the next prompt).
+    Revert, "agent/revert", RevertParams => RevertResult);
+request!(
+    /// Brings back what the staged revert put away.
+    Unrevert, "agent/unrevert", SessionParams => RedoResult);
+request!(
+    /// `agent/unrevert` under the name editors use.
+    Redo, "agent/redo", SessionParams => RedoResult);
+request!(
+    /// Reverts the last prompt's changes and gives its text back.
+    Undo, "agent/undo", SessionParams => RevertResult);
+request!(
+    /// Switches the permission mode from the next step on.
+    SetMode, "agent/setMode", SetModeParams => Empty);
+request!(
+    /// Ranked matches from the recall index.
+    Search, "agent/search", SearchParams => Vec<SearchHit>);
+request!(
+    /// Folds the session's older messages into a checkpoint; refused while it runs.
+    Compact, "agent/compact", SessionParams => CompactResult);
+request!(
+    /// The effective configuration and the layers it came from.
+    GetConfig, "agent/config", NoParams => ConfigResult);
+request!(
+    /// The server's copy of an open buffer.
+    DocumentText, "agent/documentText", DocumentTextParams => DocumentTextResult);
+
+// Server → client.
+/// What a session is doing, coalesced (~16 ms) per session.
 pub enum AgentUpdate {}
 impl Notification for AgentUpdate {
-    type Params = Value;
+    type Params = UpdateParams;
     const METHOD: &'static str = "agent/update";
 }
+request!(
+    /// A permission ask, for clients that opted in.
+    RequestPermission, "agent/requestPermission", PermissionParams => PermissionResult);
+request!(
+    /// Questions for the user, for clients that opted in.
+    AskQuestion, "agent/question", QuestionParams => QuestionResult);
 
-/// Server → client: a permission ask, for clients that opted in.
-pub enum RequestPermission {}
-impl Request for RequestPermission {
-    type Params = Value;
-    type Result = Value;
-    const METHOD: &'static str = "agent/requestPermission";
+/// Params of a method that takes none: anything (or nothing) is accepted.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct NoParams {}
+
+impl<'de> Deserialize<'de> for NoParams {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| NoParams {})
+    }
 }
 
-/// Server → client: questions for the user, for clients that opted in.
-pub enum AskQuestion {}
-impl Request for AskQuestion {
-    type Params = Value;
-    type Result = Value;
-    const METHOD: &'static str = "agent/question";
+impl JsonSchema for NoParams {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NoParams".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"description": "No parameters: an empty object, null, or none."})
+    }
+}
+
+/// An empty object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// An LSP range (zero-based lines and columns in the negotiated encoding), for the schema.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct RangeSchema {
+    start: PositionSchema,
+    end: PositionSchema,
+}
+
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct PositionSchema {
+    line: u32,
+    character: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptContext {
+    #[schemars(with = "String")]
+    pub uri: Uri,
+    /// The selection; its text and the diagnostics the client last showed in it go along.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<RangeSchema>")]
+    pub range: Option<Range>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptParams {
+    /// None starts a session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<PromptContext>,
+    /// A permission mode for the session (`build`, `plan`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptResult {
+    pub session_id: String,
+    /// The admitted input's id (the user message's id once it runs).
+    pub message_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionParams {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevertParams {
+    pub session_id: String,
+    pub message_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModeParams {
+    pub session_id: String,
+    pub mode: String,
+}
+
+/// Where `agent/search` looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchScope {
+    /// One session (needs `sessionId`).
+    Session,
+    /// This workspace's sessions (the default).
+    Project,
+    All,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchParams {
+    pub query: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<SearchScope>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// At most this many hits (10 by default, 100 at most).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    pub session_id: String,
+    pub session_title: String,
+    pub message_id: String,
+    pub part_id: String,
+    /// `user`, `assistant` or `tool NAME`.
+    pub source: String,
+    pub snippet: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    /// File paths the matched text names.
+    pub paths: Vec<String>,
+}
+
+/// A session as `agent/sessions` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionItem {
+    pub session_id: String,
+    pub title: String,
+    pub status: crate::status::SessionStatus,
+    /// Milliseconds since the Unix epoch.
+    pub updated_at: i64,
+    pub workspace: String,
+}
+
+/// A staged revert: the files put back before `messageId`, and the snapshot redo restores.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StagedRevert {
+    pub message_id: String,
+    pub snapshot: String,
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryPart {
+    pub part_id: String,
+    pub kind: crate::status::PartKind,
+    /// The part's content; its fields depend on `kind` (`text`; a tool's `callId`, `name`,
+    /// `input`, `output`, `title`, `metadata`; a patch's `files`; ...).
+    pub data: Value,
+    pub status: Option<crate::status::PartStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryMessage {
+    pub message_id: String,
+    /// `user` or `assistant`.
+    pub role: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    /// The step number and model of an assistant message.
+    pub meta: Value,
+    pub parts: Vec<HistoryPart>,
+}
+
+/// Input admitted but not run yet.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxItem {
+    pub input_id: String,
+    pub text: String,
+    pub context: Value,
+    /// Milliseconds since the Unix epoch.
+    pub admitted_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Todo {
+    pub content: String,
+    /// `pending`, `in_progress`, `completed` or `cancelled`.
+    pub status: String,
+    #[serde(default)]
+    pub priority: String,
+}
+
+/// A permission ask that waits for an answer by code action.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PendingPermission {
+    pub id: u64,
+    pub request: PermissionParams,
+}
+
+/// `agent/history`: everything known about one session.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionHistory {
+    pub session_id: String,
+    pub workspace: String,
+    pub title: String,
+    pub status: crate::status::SessionStatus,
+    pub mode: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub message_count: i64,
+    pub revert: Option<StagedRevert>,
+    pub messages: Vec<HistoryMessage>,
+    pub inbox: Vec<InboxItem>,
+    pub todos: Vec<Todo>,
+    pub pending_permissions: Vec<PendingPermission>,
+    /// Whether a turn of the session runs in this server.
+    pub running: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevertResult {
+    pub message_id: String,
+    pub files: Vec<String>,
+    /// The reverted change as a unified diff.
+    pub diff: String,
+    /// For `agent/undo`: the undone prompt's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RedoResult {
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactResult {
+    pub folded_messages: usize,
+    pub kept_messages: usize,
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigResult {
+    /// The configuration in force (the keys of the configuration file).
+    pub effective: Value,
+    /// Every layer, lowest first: `source`, `path`, `layer`, `error`.
+    pub layers: Value,
+    pub root: Option<PathBuf>,
+    /// `utf-8`, `utf-16` or `utf-32`.
+    pub position_encoding: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DocumentTextParams {
+    #[schemars(with = "String")]
+    pub uri: Uri,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentTextResult {
+    #[schemars(with = "String")]
+    pub uri: Uri,
+    pub version: i32,
+    pub language_id: String,
+    pub text: String,
+}
+
+/// `agent/update`: `seq` counts per session without gaps; a client that sees a gap re-reads
+/// `agent/history`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateParams {
+    pub session_id: String,
+    pub seq: u64,
+    pub update: SessionUpdate,
+}
+
+/// What a tool does, for the editor's icon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Search,
+    Execute,
+    Fetch,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    Pending,
+    Running,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolResultStatus {
+    Completed,
+    Failed,
+}
+
+/// A turn starts (`busy`) or ends (`idle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Busy,
+    Idle,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Location {
+    #[schemars(with = "String")]
+    pub uri: Uri,
+}
+
+/// An edit's file before and after, for the editor's diff view (files up to 256 KiB).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EditDiff {
+    #[schemars(with = "String")]
+    pub uri: Uri,
+    pub old_text: String,
+    pub new_text: String,
+}
+
+/// One update, tagged by `kind`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "kind",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum SessionUpdate {
+    UserMessage {
+        message_id: String,
+        text: String,
+    },
+    MessageChunk {
+        message_id: String,
+        text: String,
+    },
+    ReasoningChunk {
+        message_id: String,
+        text: String,
+    },
+    ToolCall {
+        tool_call_id: String,
+        name: String,
+        title: String,
+        /// (`kind` names the update.)
+        tool_kind: ToolKind,
+        status: ToolCallStatus,
+        raw_input: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        locations: Option<Vec<Location>>,
+    },
+    ToolCallUpdate {
+        tool_call_id: String,
+        name: String,
+        status: ToolResultStatus,
+        title: String,
+        output: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<EditDiff>,
+    },
+    Status {
+        status: TurnStatus,
+        /// On `idle`: how the turn ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<StopReason>,
+    },
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+        cache_read_tokens: u64,
+    },
+    Plan {
+        todos: Vec<Todo>,
+    },
+    /// Files put back by a revert, or brought back by a redo (`messageId` null).
+    Revert {
+        message_id: Option<String>,
+        files: Vec<String>,
+    },
+    Retry {
+        attempt: u32,
+        wait_ms: u64,
+        reason: String,
+    },
+    Error {
+        message: String,
+    },
+}
+
+/// One file an edit would change.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposedChange {
+    pub path: PathBuf,
+    pub old_text: String,
+    pub new_text: String,
+}
+
+/// The answers an ask offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionOption {
+    Once,
+    Always,
+    Reject,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The permission key (`edit`, `bash`, `external_directory`, `doom_loop`, ...).
+    pub permission: String,
+    pub tool: String,
+    pub title: String,
+    /// The patterns, for one line of text.
+    pub description: String,
+    /// What the rules were evaluated on (paths, command segments, the URL).
+    pub patterns: Vec<String>,
+    /// What "always" would save.
+    pub always: Vec<String>,
+    /// Unified diff, for edits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Paths outside the workspace that a command mentions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub external_paths: Vec<String>,
+    /// For edits: each file's text before and after.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ProposedChange>,
+    pub options: Vec<PermissionOption>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionOutcome {
+    Once,
+    Always,
+    Reject,
+    /// The ask was dismissed: the same as a rejection without a message.
+    Cancelled,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PermissionResult {
+    pub outcome: PermissionOutcome,
+    /// With a rejection: what the model is told (the turn goes on); without one the turn
+    /// stops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QuestionOption {
+    pub label: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Question {
+    pub question: String,
+    /// A very short label (a few words).
+    #[serde(default)]
+    pub header: String,
+    #[serde(default)]
+    pub options: Vec<QuestionOption>,
+    /// Whether several options may be chosen.
+    #[serde(default)]
+    pub multiple: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QuestionParams {
+    pub questions: Vec<Question>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QuestionResult {
+    /// One list of chosen labels (or free text) per question.
+    pub answers: Vec<Vec<String>>,
+}
+
+/// Who sends a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Direction {
+    ClientToServer,
+    ServerToClient,
+}
+
+/// One method of the protocol as the schema lists it.
+pub struct MethodSchema {
+    pub method: &'static str,
+    pub direction: Direction,
+    pub params: schemars::Schema,
+    /// `None` for notifications.
+    pub result: Option<schemars::Schema>,
+}
+
+fn request_schema<R>(g: &mut SchemaGenerator, direction: Direction) -> MethodSchema
+where
+    R: Request,
+    R::Params: JsonSchema,
+    R::Result: JsonSchema,
+{
+    MethodSchema {
+        method: R::METHOD,
+        direction,
+        params: g.subschema_for::<R::Params>(),
+        result: Some(g.subschema_for::<R::Result>()),
+    }
+}
+
+fn notification_schema<N>(g: &mut SchemaGenerator, direction: Direction) -> MethodSchema
+where
+    N: Notification,
+    N::Params: JsonSchema,
+{
+    MethodSchema {
+        method: N::METHOD,
+        direction,
+        params: g.subschema_for::<N::Params>(),
+        result: None,
+    }
+}
+
+/// Every method, in both directions, and the definitions their payloads refer to.
+pub fn methods(g: &mut SchemaGenerator) -> Vec<MethodSchema> {
+    use Direction::*;
+    vec![
+        request_schema::<Prompt>(g, ClientToServer),
+        request_schema::<Cancel>(g, ClientToServer),
+        request_schema::<Sessions>(g, ClientToServer),
+        request_schema::<History>(g, ClientToServer),
+        request_schema::<Revert>(g, ClientToServer),
+        request_schema::<Unrevert>(g, ClientToServer),
+        request_schema::<Redo>(g, ClientToServer),
+        request_schema::<Undo>(g, ClientToServer),
+        request_schema::<SetMode>(g, ClientToServer),
+        request_schema::<Compact>(g, ClientToServer),
+        request_schema::<Search>(g, ClientToServer),
+        request_schema::<GetConfig>(g, ClientToServer),
+        request_schema::<DocumentText>(g, ClientToServer),
+        notification_schema::<AgentUpdate>(g, ServerToClient),
+        request_schema::<RequestPermission>(g, ServerToClient),
+        request_schema::<AskQuestion>(g, ServerToClient),
+    ]
+}
+
+/// The protocol's JSON Schema: `{"methods": {METHOD: {direction, params, result?}}, "$defs"}`.
+pub fn schema() -> Value {
+    let mut g = SchemaSettings::draft2020_12().into_generator();
+    let mut methods_map = serde_json::Map::new();
+    for m in methods(&mut g) {
+        let mut entry = serde_json::Map::new();
+        entry.insert(
+            "direction".into(),
+            serde_json::to_value(m.direction).unwrap_or_default(),
+        );
+        entry.insert("params".into(), m.params.to_value());
+        if let Some(result) = m.result {
+            entry.insert("result".into(), result.to_value());
+        }
+        methods_map.insert(m.method.into(), Value::Object(entry));
+    }
+    let mut root = serde_json::Map::new();
+    root.insert(
+        "$schema".into(),
+        "https://json-schema.org/draft/2020-12/schema".into(),
+    );
+    root.insert("title".into(), "agent-lsp editor protocol (agent/*)".into());
+    root.insert("methods".into(), Value::Object(methods_map));
+    root.insert("$defs".into(), Value::Object(g.take_definitions(true)));
+    Value::Object(root)
 }
 
 /// What a client opted into (`capabilities.experimental.agent`), and what it can do anyway.
@@ -75,55 +731,242 @@ impl ClientCaps {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptContext {
-    pub uri: Uri,
-    #[serde(default)]
-    pub range: Option<Range>,
+// The wire forms of the core's types.
+
+impl From<&crate::editor::PermissionRequest> for PermissionParams {
+    fn from(r: &crate::editor::PermissionRequest) -> Self {
+        Self {
+            session_id: r.session_id.clone(),
+            tool_call_id: r.tool_call_id.clone(),
+            permission: r.permission.clone(),
+            tool: r.tool.clone(),
+            title: r.title.clone(),
+            description: r.patterns.join(", "),
+            patterns: r.patterns.clone(),
+            always: r.always.clone(),
+            diff: r.diff.clone(),
+            command: r.command.clone(),
+            workdir: r.workdir.clone(),
+            url: r.url.clone(),
+            external_paths: r.external_paths.clone(),
+            changes: r
+                .changes
+                .iter()
+                .map(|c| ProposedChange {
+                    path: c.path.clone(),
+                    old_text: c.old_text.clone(),
+                    new_text: c.new_text.clone(),
+                })
+                .collect(),
+            options: vec![
+                PermissionOption::Once,
+                PermissionOption::Always,
+                PermissionOption::Reject,
+            ],
+        }
+    }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptParams {
-    #[serde(default)]
-    pub session_id: Option<String>,
-    pub text: String,
-    #[serde(default)]
-    pub context: Option<PromptContext>,
-    #[serde(default)]
-    pub mode: Option<String>,
+impl From<PermissionResult> for crate::editor::PermissionReply {
+    fn from(r: PermissionResult) -> Self {
+        match r.outcome {
+            PermissionOutcome::Once => Self::Once,
+            PermissionOutcome::Always => Self::Always,
+            PermissionOutcome::Reject => Self::Reject { message: r.message },
+            PermissionOutcome::Cancelled => Self::Reject { message: None },
+        }
+    }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionParams {
-    pub session_id: String,
+impl From<&crate::editor::Question> for Question {
+    fn from(q: &crate::editor::Question) -> Self {
+        Self {
+            question: q.question.clone(),
+            header: q.header.clone(),
+            options: q
+                .options
+                .iter()
+                .map(|o| QuestionOption {
+                    label: o.label.clone(),
+                    description: o.description.clone(),
+                })
+                .collect(),
+            multiple: q.multiple,
+        }
+    }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RevertParams {
-    pub session_id: String,
-    pub message_id: String,
+impl From<crate::store::Todo> for Todo {
+    fn from(t: crate::store::Todo) -> Self {
+        Self {
+            content: t.content,
+            status: t.status,
+            priority: t.priority,
+        }
+    }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SetModeParams {
-    pub session_id: String,
-    pub mode: String,
+impl From<crate::store::Hit> for SearchHit {
+    fn from(h: crate::store::Hit) -> Self {
+        Self {
+            session_id: h.session_id,
+            session_title: h.session_title,
+            message_id: h.message_id,
+            part_id: h.part_id,
+            source: h.source,
+            snippet: h.snippet,
+            created_at: h.created_at,
+            paths: h.paths,
+        }
+    }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SearchParams {
-    pub query: String,
-    /// `session` (needs `sessionId`), `project` (the default) or `all`.
-    #[serde(default)]
-    pub scope: Option<crate::store::Scope>,
-    #[serde(default)]
-    pub session_id: Option<String>,
-    #[serde(default)]
-    pub limit: Option<usize>,
+impl From<SearchScope> for crate::store::Scope {
+    fn from(s: SearchScope) -> Self {
+        match s {
+            SearchScope::Session => Self::Session,
+            SearchScope::Project => Self::Project,
+            SearchScope::All => Self::All,
+        }
+    }
+}
+
+impl From<crate::agent::revert::RevertInfo> for RevertResult {
+    fn from(r: crate::agent::revert::RevertInfo) -> Self {
+        Self {
+            message_id: r.message_id,
+            files: r.files,
+            diff: r.diff,
+            text: r.text,
+        }
+    }
+}
+
+impl From<crate::agent::compaction::Compacted> for CompactResult {
+    fn from(c: crate::agent::compaction::Compacted) -> Self {
+        Self {
+            folded_messages: c.folded_messages,
+            kept_messages: c.kept_messages,
+            summary: c.summary,
+        }
+    }
+}
+
+/// A stored status this version does not know reads as idle (a newer server wrote it).
+fn session_status(stored: &str) -> crate::status::SessionStatus {
+    crate::status::SessionStatus::parse(stored).unwrap_or(crate::status::SessionStatus::Idle)
+}
+
+impl SessionItem {
+    /// `status`: what the server sees (a pending ask, a running turn), not the stored one.
+    pub fn new(s: crate::store::SessionSummary, status: crate::status::SessionStatus) -> Self {
+        Self {
+            status,
+            session_id: s.session_id,
+            title: s.title,
+            updated_at: s.updated_at,
+            workspace: s.workspace,
+        }
+    }
+}
+
+impl From<crate::store::PartView> for HistoryPart {
+    fn from(p: crate::store::PartView) -> Self {
+        Self {
+            part_id: p.part_id,
+            kind: p.kind,
+            data: p.data,
+            status: p.status,
+        }
+    }
+}
+
+impl SessionHistory {
+    pub fn new(
+        view: crate::store::SessionView,
+        pending_permissions: Vec<PendingPermission>,
+        running: bool,
+    ) -> Self {
+        let summary = view.summary;
+        Self {
+            status: session_status(&summary.status),
+            revert: summary.revert.and_then(|r| serde_json::from_value(r).ok()),
+            session_id: summary.session_id,
+            workspace: summary.workspace,
+            title: summary.title,
+            mode: summary.mode,
+            created_at: summary.created_at,
+            updated_at: summary.updated_at,
+            message_count: summary.messages,
+            messages: view
+                .messages
+                .into_iter()
+                .map(|m| HistoryMessage {
+                    message_id: m.message_id,
+                    role: m.role,
+                    created_at: m.created_at,
+                    meta: m.meta,
+                    parts: m.parts.into_iter().map(HistoryPart::from).collect(),
+                })
+                .collect(),
+            inbox: view
+                .inbox
+                .into_iter()
+                .map(|i| InboxItem {
+                    input_id: i.input_id,
+                    text: i.text,
+                    context: i.context,
+                    admitted_at: i.admitted_at,
+                })
+                .collect(),
+            todos: view.todos.into_iter().map(Todo::from).collect(),
+            pending_permissions,
+            running,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checked-in schema is what the types generate. `UPDATE_SCHEMA=1 cargo test`
+    /// rewrites it.
+    #[test]
+    fn the_checked_in_schema_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../editors/protocol/agent-protocol.schema.json");
+        let generated = serde_json::to_string_pretty(&schema()).unwrap() + "\n";
+        if std::env::var_os("UPDATE_SCHEMA").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == generated,
+            "{} is not what the protocol types generate; run `UPDATE_SCHEMA=1 cargo test -p \
+             agent-lsp the_checked_in_schema_is_current` and commit it",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn no_params_accepts_anything() {
+        for v in [
+            serde_json::json!(null),
+            serde_json::json!({}),
+            serde_json::json!({"x": 1}),
+        ] {
+            serde_json::from_value::<NoParams>(v).unwrap();
+        }
+    }
+
+    #[test]
+    fn every_method_has_one_entry() {
+        let s = schema();
+        let methods = s["methods"].as_object().unwrap();
+        assert_eq!(methods.len(), 16);
+        assert!(methods.keys().all(|m| m.starts_with("agent/")));
+        assert!(methods["agent/update"].get("result").is_none());
+    }
 }

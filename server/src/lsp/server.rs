@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::*;
@@ -21,7 +20,8 @@ use super::bridge::{Buffers, LspEditor};
 use super::documents::{Document, DocumentStore, PositionEncoding};
 use super::host::AgentHost;
 use super::protocol::{
-    ClientCaps, PromptParams, RevertParams, SearchParams, SessionParams, SetModeParams,
+    self as wire, ClientCaps, DocumentTextParams, DocumentTextResult, Empty, NoParams,
+    PromptParams, RevertParams, SearchParams, SessionParams, SetModeParams,
 };
 use crate::config::{ConfigLayer, LayerSource, Layers};
 use crate::editor::PermissionReply;
@@ -81,20 +81,6 @@ fn uri_path(uri: &Uri) -> Option<PathBuf> {
     (uri.scheme().as_str() == "file")
         .then(|| uri.to_file_path().map(|p| p.into_owned()))
         .flatten()
-}
-
-#[derive(Debug, Deserialize)]
-pub struct DocumentTextParams {
-    pub uri: Uri,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DocumentTextResult {
-    pub uri: Uri,
-    pub version: i32,
-    pub language_id: String,
-    pub text: String,
 }
 
 impl Backend {
@@ -197,16 +183,8 @@ impl Backend {
         Some(out)
     }
 
-    fn to_rpc(e: String) -> Error {
-        Error {
-            code: tower_lsp_server::jsonrpc::ErrorCode::InvalidRequest,
-            message: e.into(),
-            data: None,
-        }
-    }
-
     /// `agent/prompt`: admits the input and answers at once with its ids.
-    pub async fn prompt(&self, params: PromptParams) -> Result<Value> {
+    pub async fn prompt(&self, params: PromptParams) -> Result<wire::PromptResult> {
         let (root, config) = self.workspace()?;
         let note = params
             .context
@@ -222,25 +200,25 @@ impl Backend {
                 params.mode.as_deref(),
             )
             .await
-            .map_err(Self::to_rpc)
+            .map_err(super::error::to_rpc)
     }
 
-    pub async fn cancel(&self, params: SessionParams) -> Result<Value> {
+    pub async fn cancel(&self, params: SessionParams) -> Result<Empty> {
         self.host().cancel(&params.session_id);
-        Ok(json!({}))
+        Ok(Empty {})
     }
 
-    pub async fn sessions(&self, _params: Value) -> Result<Value> {
+    pub async fn sessions(&self, _: NoParams) -> Result<Vec<wire::SessionItem>> {
         // The first look at the log after a start recovers what a crash left behind.
         let _ = self.ensure_agent();
-        self.host().sessions().map_err(Self::to_rpc)
+        self.host().sessions().map_err(super::error::to_rpc)
     }
 
-    pub async fn history(&self, params: SessionParams) -> Result<Value> {
+    pub async fn history(&self, params: SessionParams) -> Result<wire::SessionHistory> {
         let _ = self.ensure_agent();
         self.host()
             .history(&params.session_id)
-            .map_err(Self::to_rpc)
+            .map_err(super::error::to_rpc)
     }
 
     /// Makes sure an agent exists for this workspace (revert needs one without a prompt).
@@ -249,66 +227,73 @@ impl Backend {
         self.host()
             .agent(&config, &root)
             .map(|_| ())
-            .map_err(Self::to_rpc)
+            .map_err(super::error::to_rpc)
     }
 
-    pub async fn revert(&self, params: RevertParams) -> Result<Value> {
+    pub async fn revert(&self, params: RevertParams) -> Result<wire::RevertResult> {
         self.ensure_agent()?;
         self.host()
             .revert(&params.session_id, &params.message_id)
             .await
-            .map_err(Self::to_rpc)
+            .map_err(super::error::to_rpc)
     }
 
-    pub async fn unrevert(&self, params: SessionParams) -> Result<Value> {
+    pub async fn unrevert(&self, params: SessionParams) -> Result<wire::RedoResult> {
         self.ensure_agent()?;
         self.host()
             .unrevert(&params.session_id)
             .await
-            .map_err(Self::to_rpc)
+            .map_err(super::error::to_rpc)
     }
 
-    pub async fn undo(&self, params: SessionParams) -> Result<Value> {
+    pub async fn undo(&self, params: SessionParams) -> Result<wire::RevertResult> {
         self.ensure_agent()?;
         self.host()
             .undo(&params.session_id)
             .await
-            .map_err(Self::to_rpc)
+            .map_err(super::error::to_rpc)
     }
 
     /// `agent/compact`: folds the session's older messages into a checkpoint.
-    pub async fn compact(&self, params: SessionParams) -> Result<Value> {
+    pub async fn compact(&self, params: SessionParams) -> Result<wire::CompactResult> {
         self.ensure_agent()?;
         self.host()
             .compact(&params.session_id)
             .await
-            .map_err(Self::to_rpc)
+            .map_err(super::error::to_rpc)
     }
 
     /// `agent/search`: the recall index, for a search box in the editor.
-    pub async fn search(&self, params: SearchParams) -> Result<Value> {
+    pub async fn search(&self, params: SearchParams) -> Result<Vec<wire::SearchHit>> {
         let (root, _) = self.workspace()?;
         self.host()
             .search(&params, &root.display().to_string())
-            .map_err(Self::to_rpc)
+            .map_err(super::error::to_rpc)
     }
 
-    pub async fn set_mode(&self, params: SetModeParams) -> Result<Value> {
+    pub async fn set_mode(&self, params: SetModeParams) -> Result<Empty> {
         self.host()
             .set_mode(&params.session_id, &params.mode)
-            .map_err(Self::to_rpc)?;
-        Ok(json!({}))
+            .map_err(super::error::to_rpc)?;
+        Ok(Empty {})
     }
 
     /// `agent/config`: the effective configuration and every layer it came from.
-    pub async fn config(&self, _params: Value) -> Result<Value> {
+    pub async fn config(&self, _: NoParams) -> Result<wire::ConfigResult> {
         let state = self.state();
-        Ok(json!({
-            "effective": state.config.effective(),
-            "layers": state.config.states(),
-            "root": state.root,
-            "positionEncoding": state.encoding.kind(),
-        }))
+        let json = |v: serde_json::Result<Value>| {
+            v.map_err(|e| Error {
+                code: tower_lsp_server::jsonrpc::ErrorCode::InternalError,
+                message: format!("the configuration cannot be shown: {e}").into(),
+                data: None,
+            })
+        };
+        Ok(wire::ConfigResult {
+            effective: json(serde_json::to_value(state.config.effective()))?,
+            layers: json(serde_json::to_value(state.config.states()))?,
+            root: state.root.clone(),
+            position_encoding: state.encoding.kind().as_str().to_string(),
+        })
     }
 }
 
@@ -688,8 +673,8 @@ impl LanguageServer for Backend {
                     .host()
                     .prompt(&config, &root, arg["sessionId"].as_str(), &text, note, None)
                     .await
-                    .map_err(Self::to_rpc)?;
-                Ok(Some(reply))
+                    .map_err(super::error::to_rpc)?;
+                Ok(Some(json!(reply)))
             }
             "agent.cancel" => {
                 self.host().cancel(&sid().ok_or_else(missing)?);
@@ -700,16 +685,16 @@ impl LanguageServer for Backend {
                 self.host()
                     .undo(&sid().ok_or_else(missing)?)
                     .await
-                    .map(Some)
-                    .map_err(Self::to_rpc)
+                    .map(|r| Some(json!(r)))
+                    .map_err(super::error::to_rpc)
             }
             "agent.redo" => {
                 self.ensure_agent()?;
                 self.host()
                     .unrevert(&sid().ok_or_else(missing)?)
                     .await
-                    .map(Some)
-                    .map_err(Self::to_rpc)
+                    .map(|r| Some(json!(r)))
+                    .map_err(super::error::to_rpc)
             }
             "agent.answerPermission" => {
                 let id = arg["id"]

@@ -113,10 +113,10 @@ impl Framer {
             let body_start = header_end + 4;
             let length = match content_length(&headers) {
                 Ok(n) => n,
-                Err(message) => {
+                Err(e) => {
                     self.scanned = 0;
                     self.buf.drain(..body_start);
-                    return Some(parse_error(message));
+                    return Some(parse_error(e.to_string()));
                 }
             };
             if length > MAX_BODY {
@@ -148,22 +148,36 @@ impl Framer {
     }
 }
 
-fn content_length(headers: &str) -> Result<usize, String> {
+/// What is wrong with a header block.
+#[derive(Debug, thiserror::Error)]
+enum HeaderError {
+    #[error("malformed header line {0:?}")]
+    Malformed(String),
+    #[error("invalid Content-Length {value:?}: {source}")]
+    BadLength {
+        value: String,
+        source: std::num::ParseIntError,
+    },
+    #[error("missing Content-Length header")]
+    NoLength,
+}
+
+fn content_length(headers: &str) -> Result<usize, HeaderError> {
     let mut length = None;
     for line in headers.split("\r\n") {
         let Some((name, value)) = line.split_once(':') else {
-            return Err(format!("malformed header line {line:?}"));
+            return Err(HeaderError::Malformed(line.to_string()));
         };
         if name.trim().eq_ignore_ascii_case("content-length") {
-            length = Some(
-                value
-                    .trim()
-                    .parse::<usize>()
-                    .map_err(|e| format!("invalid Content-Length {:?}: {e}", value.trim()))?,
-            );
+            let value = value.trim();
+            let n = value.parse::<usize>().map_err(|source| HeaderError::BadLength {
+                value: value.to_string(),
+                source,
+            })?;
+            length = Some(n);
         }
     }
-    length.ok_or_else(|| "missing Content-Length header".into())
+    length.ok_or(HeaderError::NoLength)
 }
 
 fn parse_error(message: String) -> Frame {

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::status::{PartKind, PartStatus, SessionStatus};
+
 /// One todo item as the model writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Todo {
@@ -24,9 +26,8 @@ pub enum Event {
     SessionRenamed {
         title: String,
     },
-    /// `idle`, `busy` or `waiting`.
     SessionStatus {
-        status: String,
+        status: SessionStatus,
     },
     SessionModeSet {
         mode: String,
@@ -51,15 +52,15 @@ pub enum Event {
         #[serde(default)]
         meta: Value,
     },
-    /// A part of a message: `text`, `reasoning`, `tool`, `step_start`, `patch`, ...
+    /// A part of a message.
     PartAdded {
         part_id: String,
         message_id: String,
-        kind: String,
+        kind: PartKind,
         #[serde(default)]
         data: Value,
         #[serde(default)]
-        status: Option<String>,
+        status: Option<PartStatus>,
     },
     /// Streamed text appended to a text or reasoning part (deltas are batched by the writer).
     TextAppended {
@@ -72,7 +73,7 @@ pub enum Event {
         #[serde(default)]
         data: Option<Value>,
         #[serde(default)]
-        status: Option<String>,
+        status: Option<PartStatus>,
     },
     /// Deletes a message and every later one of its session (revert commit).
     MessagesDeleted {

@@ -19,6 +19,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use event::{Envelope, Event, Todo};
+
+use crate::status::{PartKind, PartStatus};
 pub use search::{Hit, Scope};
 
 #[derive(Debug, thiserror::Error)]
@@ -77,9 +79,9 @@ pub struct SessionSummary {
 #[serde(rename_all = "camelCase")]
 pub struct PartView {
     pub part_id: String,
-    pub kind: String,
+    pub kind: PartKind,
     pub data: Value,
-    pub status: Option<String>,
+    pub status: Option<PartStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -338,14 +340,18 @@ impl Store {
             )?;
             for m in &mut messages {
                 let rows = parts.query_map(params![m.message_id], |r| {
-                    Ok(PartView {
-                        part_id: r.get(0)?,
-                        kind: r.get(1)?,
-                        data: json_column(r.get::<_, String>(2)?),
-                        status: r.get(3)?,
-                    })
+                    // A kind or status a newer agent-lsp wrote: the part is left out.
+                    let kind = PartKind::parse(&r.get::<_, String>(1)?);
+                    let status = r.get::<_, Option<String>>(3)?;
+                    Ok(kind.map(|kind| PartView {
+                        part_id: r.get(0).unwrap_or_default(),
+                        kind,
+                        data: json_column(r.get::<_, String>(2).unwrap_or_default()),
+                        status: status.as_deref().and_then(PartStatus::parse),
+                    }))
                 })?;
-                m.parts = rows.collect::<rusqlite::Result<_>>()?;
+                let parts: Vec<Option<PartView>> = rows.collect::<rusqlite::Result<_>>()?;
+                m.parts = parts.into_iter().flatten().collect();
             }
         }
         let inbox = self.inbox(session_id)?;
@@ -407,7 +413,10 @@ impl Store {
     }
 
     /// Parts in one of `statuses`: (session id, part id, data), oldest first.
-    pub fn parts_with_status(&self, statuses: &[&str]) -> Result<Vec<(String, String, Value)>> {
+    pub fn parts_with_status(
+        &self,
+        statuses: &[PartStatus],
+    ) -> Result<Vec<(String, String, Value)>> {
         let marks = vec!["?"; statuses.len()].join(", ");
         let mut stmt = self.conn.prepare(&format!(
             "SELECT session_id, id, data FROM part

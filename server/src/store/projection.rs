@@ -9,6 +9,7 @@ use rusqlite::{Transaction, params};
 
 use super::event::{Envelope, Event};
 use super::search;
+use crate::status::{PartKind, PartStatus};
 
 /// Projection tables, in the order they are cleared on rebuild.
 pub const TABLES: &[&str] = &[
@@ -113,7 +114,7 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                     part_id,
                     message_id,
                     sid,
-                    "text",
+                    PartKind::Text,
                     &serde_json::json!({ "text": text }).to_string(),
                     None,
                     env,
@@ -152,9 +153,9 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                     part_id,
                     message_id,
                     sid,
-                    kind,
+                    *kind,
                     &data.to_string(),
-                    status.as_deref(),
+                    *status,
                     env,
                 )?;
                 search::reindex_part(tx, part_id)?;
@@ -292,9 +293,9 @@ fn add_part(
     part_id: &str,
     message_id: &str,
     session_id: Option<&str>,
-    kind: &str,
+    kind: PartKind,
     data: &str,
-    status: Option<&str>,
+    status: Option<PartStatus>,
     env: &Envelope,
 ) -> rusqlite::Result<()> {
     tx.execute(

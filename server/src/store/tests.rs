@@ -2,6 +2,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::status::SessionStatus;
 
 fn temp_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -58,7 +59,7 @@ fn a_session_is_projected_from_its_events() {
                 Event::PartAdded {
                     part_id: "p2".into(),
                     message_id: "m2".into(),
-                    kind: "text".into(),
+                    kind: PartKind::Text,
                     data: json!({"text": ""}),
                     status: None,
                 },
@@ -130,8 +131,8 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
             title: t
         }),
         text.prop_map(|t| Event::SessionRenamed { title: t }),
-        prop_oneof![Just("idle"), Just("busy")]
-            .prop_map(|s| Event::SessionStatus { status: s.into() }),
+        prop_oneof![Just(SessionStatus::Idle), Just(SessionStatus::Busy)]
+            .prop_map(|status| Event::SessionStatus { status }),
         Just(Event::SessionModeSet {
             mode: "plan".into()
         }),
@@ -154,9 +155,9 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
         (id(), id()).prop_map(|(p, m)| Event::PartAdded {
             part_id: format!("p{p}"),
             message_id: format!("m{m}"),
-            kind: "text".into(),
+            kind: PartKind::Text,
             data: json!({"text": ""}),
-            status: Some("pending".into())
+            status: Some(PartStatus::Pending)
         }),
         (id(), text).prop_map(|(p, t)| Event::TextAppended {
             part_id: format!("p{p}"),
@@ -165,7 +166,7 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
         id().prop_map(|p| Event::PartUpdated {
             part_id: format!("p{p}"),
             data: None,
-            status: Some("completed".into())
+            status: Some(PartStatus::Completed)
         }),
         id().prop_map(|m| Event::MessagesDeleted {
             from_message_id: format!("m{m}")
@@ -277,9 +278,9 @@ fn session_with(store: &mut Store, sid: &str, ws: &str, turns: &[(&str, &str)]) 
                     Event::PartAdded {
                         part_id: format!("{sid}-t{i}"),
                         message_id: answer,
-                        kind: "tool".into(),
+                        kind: PartKind::Tool,
                         data: json!({"callId": "c", "name": "bash", "input": "{\"command\":\"cargo test\"}", "output": output}),
-                        status: Some("completed".into()),
+                        status: Some(PartStatus::Completed),
                     },
                 ),
             ])

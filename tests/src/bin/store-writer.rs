@@ -46,7 +46,7 @@ fn main() {
                 Event::PartAdded {
                     part_id: part_id.clone(),
                     message_id,
-                    kind: "text".into(),
+                    kind: agent_lsp::status::PartKind::Text,
                     data: json!({"text": ""}),
                     status: None,
                 },

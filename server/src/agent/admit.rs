@@ -1,0 +1,192 @@
+//! Input into a session: admission into the inbox (persisted before the editor hears back),
+//! the baseline before the first model call, and promotion of inbox input to a user message.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, AgentError, Result, baseline};
+use crate::editor::Update;
+use crate::status::PartKind;
+use crate::store::{Event, new_id};
+
+/// How long the very first baseline may wait for an unreadable instruction file.
+const BASELINE_WAIT: Duration = Duration::from_secs(3);
+
+impl Agent {
+    /// Admits `text` into the session's inbox (a new session when `session` is `None`);
+    /// `context` (what the editor showed: a selection, the open file) goes with it as a
+    /// note beside the text, so the text stays the user's own words (undo gives it back).
+    /// Returns (session id, input id) once it is persisted.
+    pub async fn prompt(
+        &self,
+        session: Option<&str>,
+        text: &str,
+        context: Option<String>,
+    ) -> Result<(String, String)> {
+        let _no_revert_under_way = self.revert_guard.lock().await;
+        let sid = match session {
+            Some(id) => id.to_string(),
+            None => self.create_session(text)?,
+        };
+        if self.with_store(|s| s.summary(&sid))?.is_none() {
+            return Err(AgentError::not_found(format!("no session {sid}")));
+        }
+        // A new prompt makes a staged revert final.
+        self.commit_revert(&sid)?;
+        let input_id = new_id();
+        let event = Event::InputAdmitted {
+            input_id: input_id.clone(),
+            text: text.into(),
+            context: context.map_or(Value::Null, |note| json!({ "note": note })),
+        };
+        self.append(&sid, vec![event])?;
+        Ok((sid, input_id))
+    }
+
+    fn create_session(&self, first_prompt: &str) -> Result<String> {
+        let id = new_id();
+        let title = first_prompt
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect();
+        let event = Event::SessionCreated {
+            workspace: self.project(),
+            title,
+        };
+        self.append(&id, vec![event])?;
+        Ok(id)
+    }
+
+    /// Builds and stores the baseline before the session's first model call. An instruction
+    /// file that cannot be read makes the first build wait (the input stays pending).
+    pub(super) async fn ensure_baseline(
+        &self,
+        sid: &str,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        if self.with_store(|s| s.latest_epoch(sid))?.is_some() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        crate::memory::seed(&self.workspace);
+        self.warn_if_window_unknown();
+        loop {
+            let skills = crate::tools::skill_list(&self.workspace);
+            match baseline::build(&self.workspace, &skills) {
+                Ok((text, record)) => {
+                    let event = Event::ContextEpochStarted {
+                        epoch_id: new_id(),
+                        baseline: text,
+                        change_record: record,
+                        snapshot: None,
+                        summary: None,
+                        first_kept: None,
+                    };
+                    return self.append(sid, vec![event]);
+                }
+                Err(e) if started.elapsed() < BASELINE_WAIT && !cancel.is_cancelled() => {
+                    tracing::warn!("baseline not ready, input stays pending: {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => {
+                    return Err(AgentError::Baseline(format!(
+                        "{e}; the input stays pending and runs once the file can be read"
+                    )));
+                }
+            }
+        }
+    }
+
+    fn warn_if_window_unknown(&self) {
+        let limits = self.limits();
+        // (The scripted model replays a script: it has no window to guess.)
+        let scripted = self.config.provider == Some(crate::config::ProviderKind::Scripted);
+        if !limits.known && !scripted {
+            tracing::warn!(
+                "unknown model {:?}: assuming a {}-token window; set context_window (and \
+                 max_output_tokens) to what it really takes",
+                self.model(),
+                limits.context_window
+            );
+        }
+    }
+
+    /// Turns inbox input into a user message, with a supplemental note when the date or the
+    /// instructions changed since the baseline (or the last note).
+    pub(super) fn promote(&self, sid: &str, input_id: &str) -> Result<()> {
+        let message_id = new_id();
+        let context = self
+            .with_store(|s| s.inbox(sid))?
+            .into_iter()
+            .find(|i| i.input_id == input_id)
+            .and_then(|i| i.context["note"].as_str().map(String::from));
+        let mut events = vec![Event::InputPromoted {
+            input_id: input_id.into(),
+            message_id: message_id.clone(),
+            part_id: new_id(),
+        }];
+        let note = |data: Value| Event::PartAdded {
+            part_id: new_id(),
+            message_id: message_id.clone(),
+            kind: PartKind::Note,
+            data,
+            status: None,
+        };
+        if let Some(text) = context {
+            events.push(note(json!({ "text": text })));
+        }
+        let record = self.latest_record(sid)?;
+        if let (Some(text), new_record) = baseline::changes(&self.workspace, &record) {
+            events.push(note(json!({"text": text, "record": new_record})));
+        }
+        self.append(sid, events)?;
+        self.publish_user_message(sid, message_id)
+    }
+
+    /// Shows the promoted message's text in the editor.
+    fn publish_user_message(&self, sid: &str, message_id: String) -> Result<()> {
+        let Some(view) = self.with_store(|s| s.session(sid))? else {
+            return Ok(());
+        };
+        if let Some(m) = view.messages.iter().find(|m| m.message_id == message_id) {
+            let text = m
+                .parts
+                .iter()
+                .filter(|p| p.kind == PartKind::Text)
+                .filter_map(|p| p.data["text"].as_str())
+                .collect();
+            self.editor.publish(Update::UserMessage {
+                session_id: sid.into(),
+                message_id,
+                text,
+            });
+        }
+        Ok(())
+    }
+
+    /// The newest change record: the last note's, else the epoch's.
+    fn latest_record(&self, sid: &str) -> Result<Value> {
+        let view = self
+            .with_store(|s| s.session(sid))?
+            .ok_or_else(|| AgentError::not_found(format!("no session {sid}")))?;
+        let from_note = view
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter(|p| p.kind == PartKind::Note)
+            .filter_map(|p| p.data.get("record").cloned())
+            .next_back();
+        match from_note {
+            Some(r) => Ok(r),
+            None => Ok(self
+                .with_store(|s| s.latest_epoch(sid))?
+                .map(|e| e.change_record)
+                .unwrap_or(Value::Null)),
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! What the agent's operations fail with. The editor surface maps each kind to a JSON-RPC
+//! code in one place (`lsp::error`); the CLI prints the message.
+
+use crate::snapshot::SnapshotError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The session (or a message in it) does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// A turn of the session runs: the action has to wait for it or cancel it.
+    #[error("{0}")]
+    Busy(String),
+    /// The action makes no sense in the session's state (nothing to undo, snapshots off, a
+    /// compaction with nothing to fold, a model that failed to summarise).
+    #[error("{0}")]
+    Refused(String),
+    /// No model is configured, or its configuration is wrong.
+    #[error("{0}")]
+    NoModel(String),
+    /// An instruction file could not be read for the baseline.
+    #[error("{0}")]
+    Baseline(String),
+    #[error("cannot record the session: {0}")]
+    Store(#[from] StoreError),
+    #[error("snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+    /// Work on a blocking thread died (a panic there).
+    #[error("{0}")]
+    Internal(String),
+}
+
+pub type Result<T> = std::result::Result<T, AgentError>;
+
+impl AgentError {
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::NotFound(what.into())
+    }
+
+    pub fn refused(why: impl Into<String>) -> Self {
+        Self::Refused(why.into())
+    }
+}

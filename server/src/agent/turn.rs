@@ -1,0 +1,324 @@
+//! The steps of one turn: each step snapshots the tree, asks the model (compacting or
+//! squeezing what does not fit), runs the tools the answer calls and records what changed.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::answer::{Answer, Interrupt, PendingCall};
+use super::tool_call::CallEnd;
+use super::{Agent, Result, TurnEnd, TurnOutcome, context};
+use crate::status::PartKind;
+use crate::store::{Event, new_id};
+use crate::tools::ToolContext;
+
+/// The most tool calls one answer runs; one more is answered with an error that says so,
+/// and the rest are dropped.
+pub(super) const MAX_CALLS: usize = 64;
+/// How far the current turn's tool outputs are squeezed, as fractions of the usable window:
+/// first to fit our estimate, then tighter after each overflow the provider reports.
+const SQUEEZE: [f64; 3] = [1.0, 0.7, 0.4];
+
+/// What a step's tool calls did.
+#[derive(Default)]
+struct Ran {
+    written: Vec<PathBuf>,
+    /// A tool ran that may change files it does not report (a command).
+    unreported: bool,
+    /// How the calls ended the turn, if they did.
+    end: Option<TurnOutcome>,
+}
+
+impl Agent {
+    fn tool_context(&self, sid: &str, cancel: &CancellationToken) -> Result<ToolContext> {
+        let todos = self
+            .with_store(|s| s.session(sid))?
+            .map(|v| v.todos)
+            .unwrap_or_default();
+        let mut ctx = ToolContext::new(&self.workspace, &self.config, self.editor.clone());
+        ctx.cancel = cancel.clone();
+        ctx.session_id = sid.to_string();
+        ctx.policy.grants = self.with_store(|s| s.grants(&self.project()))?;
+        ctx.recall = Some(crate::tools::RecallSource {
+            store: self.store.clone(),
+            project: self.project(),
+        });
+        *ctx.todos.lock().unwrap_or_else(|p| p.into_inner()) = todos;
+        Ok(ctx)
+    }
+
+    pub(super) async fn run_steps(&self, sid: &str, cancel: &CancellationToken) -> TurnOutcome {
+        // The rules a turn starts with hold for its steps; mode changes apply from the next.
+        let mut ctx = match self.tool_context(sid, cancel) {
+            Ok(c) => c,
+            Err(e) => return self.fail(sid, e.to_string()),
+        };
+        let max_steps = self.config.max_steps.max(1);
+        let mut recent: Vec<(String, String)> = Vec::new();
+        for step in 1..=max_steps {
+            if cancel.is_cancelled() {
+                return TurnOutcome::cancelled();
+            }
+            let last = step == max_steps;
+            match self.step(sid, step, last, &mut ctx, &mut recent).await {
+                Ok(Some(outcome)) => return outcome,
+                Ok(None) => {}
+                Err(e) => return self.fail(sid, e.to_string()),
+            }
+        }
+        TurnOutcome::ended(TurnEnd::MaxSteps)
+    }
+
+    /// One step; `Some` when it ends the turn.
+    async fn step(
+        &self,
+        sid: &str,
+        step: u32,
+        last: bool,
+        ctx: &mut ToolContext,
+        recent: &mut Vec<(String, String)>,
+    ) -> Result<Option<TurnOutcome>> {
+        // A mode switch applies from the next step; the step in flight keeps its rules.
+        if let Some(mode) = self.with_store(|s| s.summary(sid))?.and_then(|s| s.mode) {
+            ctx.policy.mode = crate::permission::Mode::parse(&mode);
+        }
+        let message_id = new_id();
+        // The whole tree once a turn; between steps only what may have moved since the
+        // last step's snapshot (which scanned everything after a command): the buffers
+        // the editor holds. The tools' own writes were tracked by that snapshot.
+        let start_snapshot = self.track((step > 1).then(Vec::new)).await;
+        self.append(
+            sid,
+            step_started(&message_id, step, &self.model(), &start_snapshot),
+        )?;
+        let mut answer = match self.answer_step(sid, &message_id, ctx, last).await {
+            Ok(a) => a,
+            Err(outcome) => return Ok(Some(outcome)),
+        };
+        self.refuse_extra_calls(sid, &message_id, &mut answer)?;
+        if answer.calls.is_empty() {
+            let end = if last {
+                TurnEnd::MaxSteps
+            } else {
+                TurnEnd::EndTurn
+            };
+            return Ok(Some(TurnOutcome::ended(end)));
+        }
+        let ran = self
+            .run_calls(sid, &message_id, &answer.calls, ctx, recent)
+            .await;
+        // Whatever the step changed is recorded, even when it ends the turn.
+        self.record_patch(sid, &message_id, start_snapshot.as_deref(), &ran)
+            .await?;
+        if let Some(outcome) = ran.end {
+            return Ok(Some(outcome));
+        }
+        if ctx.cancel.is_cancelled() {
+            return Ok(Some(TurnOutcome::cancelled()));
+        }
+        Ok(last.then(|| TurnOutcome::ended(TurnEnd::MaxSteps)))
+    }
+
+    /// Past [`MAX_CALLS`], one more call is answered with why and the rest dropped.
+    fn refuse_extra_calls(&self, sid: &str, message_id: &str, answer: &mut Answer) -> Result<()> {
+        let asked = answer.calls.len();
+        if asked <= MAX_CALLS {
+            return Ok(());
+        }
+        answer.calls.truncate(MAX_CALLS + 1);
+        let Some(extra) = answer.calls.pop() else {
+            return Ok(());
+        };
+        tracing::warn!(session = %sid, asked, "an answer asked for too many tool calls");
+        let why = format!(
+            "not run: the answer asked for {asked} tool calls and at most {MAX_CALLS} run per \
+             answer (the first {MAX_CALLS} ran; the others were dropped). Ask again for what is \
+             still needed."
+        );
+        self.record_unrun(sid, message_id, &extra, &why)
+    }
+
+    /// Runs the calls in order; stops early on cancel, when the user stops the turn, or
+    /// when a record cannot be written.
+    async fn run_calls(
+        &self,
+        sid: &str,
+        message_id: &str,
+        calls: &[PendingCall],
+        ctx: &mut ToolContext,
+        recent: &mut Vec<(String, String)>,
+    ) -> Ran {
+        let list_version = self.registry.version();
+        let mut ran = Ran::default();
+        for (i, call) in calls.iter().enumerate() {
+            if ctx.cancel.is_cancelled() {
+                // Calls not started yet are recorded as interrupted, never run.
+                let later = calls[i..].iter();
+                let why = "interrupted: the turn was cancelled";
+                if let Some(e) = later
+                    .map(|c| self.record_unrun(sid, message_id, c, why))
+                    .find_map(|r| r.err())
+                {
+                    ran.end = Some(self.fail(sid, e.to_string()));
+                }
+                break;
+            }
+            ctx.call_id = call.id.clone();
+            ran.unreported |= self.registry.changes_unreported_files(&call.name);
+            let end = self
+                .run_tool(sid, message_id, call, list_version, ctx, recent)
+                .await;
+            match end {
+                Ok(CallEnd::Ran { files }) => ran.written.extend(files),
+                Ok(CallEnd::Refused) => {}
+                Ok(CallEnd::Stopped { files }) => {
+                    ran.written.extend(files);
+                    ran.end = Some(TurnOutcome {
+                        end: TurnEnd::Cancelled,
+                        error: Some("the user rejected a tool call and stopped the turn".into()),
+                    });
+                    break;
+                }
+                Err(e) => {
+                    ran.end = Some(self.fail(sid, e.to_string()));
+                    break;
+                }
+            }
+        }
+        ran
+    }
+
+    /// After a step: a snapshot (only the files the tools wrote when no command ran, the
+    /// whole tree otherwise) and a patch part listing what changed, if anything did.
+    async fn record_patch(
+        &self,
+        sid: &str,
+        message_id: &str,
+        from: Option<&str>,
+        ran: &Ran,
+    ) -> Result<()> {
+        let Some(from) = from else { return Ok(()) };
+        if ran.written.is_empty() && !ran.unreported {
+            return Ok(());
+        }
+        let paths = (!ran.unreported).then(|| {
+            ran.written
+                .iter()
+                .filter_map(|p| p.strip_prefix(&self.workspace).ok().map(Path::to_path_buf))
+                .collect::<Vec<_>>()
+        });
+        let (Some(to), Some(snapshots)) = (self.track(paths).await, self.snapshots()) else {
+            return Ok(());
+        };
+        if to == from {
+            return Ok(());
+        }
+        let (from_owned, to_owned) = (from.to_string(), to.clone());
+        let changes = tokio::task::spawn_blocking(move || {
+            let s = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            s.changed(&from_owned, Some(&to_owned))
+        })
+        .await
+        .map_err(|e| super::AgentError::Internal(format!("snapshot work failed: {e}")))??;
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let files: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+        let event = Event::PartAdded {
+            part_id: new_id(),
+            message_id: message_id.into(),
+            kind: PartKind::Patch,
+            data: json!({"from": from, "to": to, "files": files, "changes": changes}),
+            status: None,
+        };
+        self.append(sid, vec![event])
+    }
+
+    /// One step's answer. A request over the model's usable window is compacted first (older
+    /// turns fold into a checkpoint); what still does not fit — the current turn's own tool
+    /// outputs — is squeezed (older outputs as stubs). A provider's context-overflow error
+    /// compacts or squeezes harder and asks again, up to [`SQUEEZE`]'s last level.
+    async fn answer_step(
+        &self,
+        sid: &str,
+        message_id: &str,
+        ctx: &ToolContext,
+        last: bool,
+    ) -> std::result::Result<Answer, TurnOutcome> {
+        let mut compacted = false;
+        // The index into SQUEEZE of the fraction in force, if any.
+        let mut squeeze: Option<usize> = None;
+        // After an overflow: its message and how many outputs the request had as stubs.
+        let mut overflowed: Option<(String, usize)> = None;
+        loop {
+            let step = context::build_request(self, sid, ctx, last, squeeze.map(|i| SQUEEZE[i]))
+                .map_err(|e| self.fail(sid, e.to_string()))?;
+            if step.over_budget && !compacted {
+                compacted = true;
+                match self.compact(sid).await {
+                    Ok(_) => continue,
+                    Err(e) => tracing::info!(session = %sid, "compaction before a step: {e}"),
+                }
+            }
+            if step.over_budget && squeeze.is_none() {
+                squeeze = Some(0);
+                continue;
+            }
+            if let Some((error, before)) = &overflowed
+                && step.stubbed == *before
+            {
+                // Squeezing found nothing more to stub: the same request would fail again.
+                return Err(self.fail(sid, overflow_message(error)));
+            }
+            let may_retry = squeeze.is_none_or(|i| i + 1 < SQUEEZE.len());
+            let error = match self
+                .stream_answer(sid, message_id, &step, &ctx.cancel, may_retry)
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(Interrupt::Outcome(outcome)) => return Err(outcome),
+                Err(Interrupt::Overflow(error)) => error,
+            };
+            if !compacted {
+                compacted = true;
+                match self.compact(sid).await {
+                    Ok(_) => continue,
+                    Err(why) => tracing::info!(session = %sid, "{error}; compaction: {why}"),
+                }
+            }
+            // Our estimate said it fits, so squeeze below it (may_retry promised a tighter
+            // level).
+            squeeze = Some(squeeze.map_or(1, |i| i + 1));
+            tracing::info!(session = %sid, "{error}; squeezing this turn's tool outputs");
+            overflowed = Some((error, step.stubbed));
+        }
+    }
+}
+
+/// A step's first records: the assistant message and the snapshot it starts from.
+fn step_started(message_id: &str, step: u32, model: &str, snapshot: &Option<String>) -> Vec<Event> {
+    vec![
+        Event::MessageStarted {
+            message_id: message_id.into(),
+            role: "assistant".into(),
+            meta: json!({"step": step, "model": model}),
+        },
+        Event::PartAdded {
+            part_id: new_id(),
+            message_id: message_id.into(),
+            kind: PartKind::StepStart,
+            data: json!({ "snapshot": snapshot }),
+            status: None,
+        },
+    ]
+}
+
+/// The error that ends a turn which does not fit however it is cut.
+pub(super) fn overflow_message(error: &str) -> String {
+    format!(
+        "{error}. The conversation does not fit the model's context window even after \
+         compaction and with this turn's tool outputs as stubs; start a new session, or set \
+         context_window to what the model really takes."
+    )
+}
