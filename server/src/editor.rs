@@ -186,6 +186,23 @@ pub enum Update {
     },
 }
 
+/// Why questions got no answers (the editor cannot show them, or failed to).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unanswered(pub String);
+
+impl From<&str> for Unanswered {
+    fn from(why: &str) -> Self {
+        Self(why.to_string())
+    }
+}
+
+impl From<String> for Unanswered {
+    fn from(why: String) -> Self {
+        Self(why)
+    }
+}
+
 pub trait EditorPort: Send + Sync {
     /// Reports progress; the default drops it.
     fn publish(&self, _update: Update) {}
@@ -219,7 +236,7 @@ pub trait EditorPort: Send + Sync {
     fn ask_questions<'a>(
         &'a self,
         questions: &'a [Question],
-    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, String>>;
+    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, crate::editor::Unanswered>>;
 }
 
 /// An editor with no buffers and no one to ask: permission asks get a fixed answer
@@ -244,7 +261,7 @@ impl EditorPort for Headless {
     fn ask_questions<'a>(
         &'a self,
         _: &'a [Question],
-    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, crate::editor::Unanswered>> {
         Box::pin(async { Err("no one is available to answer questions in this session".into()) })
     }
 }

@@ -194,6 +194,39 @@ impl Agent {
         Ok(summary)
     }
 
+    /// The checkpoint of `folded` on top of `summary`. The summariser's window holds one
+    /// chunk of the folded material at a time (with the template, the checkpoint so far and
+    /// room for its answer): chunks are folded in turn, each into the checkpoint of the ones
+    /// before.
+    async fn fold(
+        &self,
+        provider: &dyn crate::provider::Provider,
+        mut summary: Option<String>,
+        folded: &[MessageView],
+    ) -> Result<Option<String>> {
+        let limits = self.limits();
+        let max_tokens = limits.max_output_tokens.min(8_192);
+        let room = (limits.usable_input() as usize)
+            .saturating_sub(crate::tokens::count(TEMPLATE) + max_tokens as usize + 512)
+            .max(1_024);
+        let mut chunk = String::new();
+        let mut chunk_tokens = 0;
+        for (i, m) in folded.iter().enumerate() {
+            let mut piece = String::new();
+            render(m, &mut piece);
+            chunk_tokens += crate::tokens::count(&piece);
+            chunk.push_str(&piece);
+            let last = i + 1 == folded.len();
+            let budget = room.saturating_sub(summary.as_deref().map_or(0, crate::tokens::count));
+            if last || chunk_tokens >= budget.max(512) {
+                let text = summariser_input(summary.as_deref(), &std::mem::take(&mut chunk));
+                chunk_tokens = 0;
+                summary = Some(self.summarise(provider, text, max_tokens).await?);
+            }
+        }
+        Ok(summary)
+    }
+
     /// Folds everything before the most recent turns into a checkpoint written by the model,
     /// and starts a new context epoch with it.
     pub async fn compact(&self, sid: &str) -> Result<Compacted> {
@@ -225,30 +258,8 @@ impl Agent {
         })?;
         let (folded, kept) = current.split_at(cut);
 
-        // The summariser's window holds one chunk of the folded material at a time (with
-        // the template, the checkpoint so far and room for its answer): chunks are folded in
-        // turn, each into the checkpoint of the ones before.
-        let limits = self.limits();
-        let max_tokens = limits.max_output_tokens.min(8_192);
-        let room = (limits.usable_input() as usize)
-            .saturating_sub(crate::tokens::count(TEMPLATE) + max_tokens as usize + 512)
-            .max(1_024);
-        let mut summary = epoch.as_ref().and_then(|e| e.summary.clone());
-        let mut chunk = String::new();
-        let mut chunk_tokens = 0;
-        for (i, m) in folded.iter().enumerate() {
-            let mut piece = String::new();
-            render(m, &mut piece);
-            chunk_tokens += crate::tokens::count(&piece);
-            chunk.push_str(&piece);
-            let last = i + 1 == folded.len();
-            let budget = room.saturating_sub(summary.as_deref().map_or(0, crate::tokens::count));
-            if last || chunk_tokens >= budget.max(512) {
-                let text = summariser_input(summary.as_deref(), &std::mem::take(&mut chunk));
-                chunk_tokens = 0;
-                summary = Some(self.summarise(provider.as_ref(), text, max_tokens).await?);
-            }
-        }
+        let previous = epoch.as_ref().and_then(|e| e.summary.clone());
+        let summary = self.fold(provider.as_ref(), previous, folded).await?;
         let summary = summary.unwrap_or_default();
         if summary.trim().is_empty() {
             return Err(AgentError::refused(

@@ -86,6 +86,27 @@ pub struct StepRequest {
     pub stubbed: usize,
 }
 
+/// The messages a request shows: all of them, or after a compaction the checkpoint and
+/// the messages kept verbatim.
+fn shown_messages(all: &[MessageView], epoch: Option<&crate::store::Epoch>) -> Vec<ChatMessage> {
+    let mut messages = Vec::new();
+    let mut shown = all;
+    if let Some(epoch) = epoch
+        && let (Some(summary), Some(first)) = (&epoch.summary, &epoch.first_kept)
+    {
+        let from = all
+            .iter()
+            .position(|m| &m.message_id == first)
+            .unwrap_or(all.len());
+        shown = &all[from..];
+        messages.push(ChatMessage::User {
+            text: checkpoint_message(summary),
+        });
+    }
+    messages.extend(project_messages(shown));
+    messages
+}
+
 /// The request of the next step. With `squeeze`, the tool outputs of the current turn
 /// become loss-annotated stubs, oldest first, until the (calibrated) estimate is within that
 /// fraction of the usable window: a single long task then fits although compaction has
@@ -113,24 +134,8 @@ pub fn build_request(
         .clone()
         .unwrap_or_else(|| agent.config.mode.clone());
     let mut system = vec![super::prompts::system(&mode)];
-    let mut messages = Vec::new();
-    let mut shown = &view.messages[..];
-    if let Some(epoch) = &epoch {
-        system.push(epoch.baseline.clone());
-        if let (Some(summary), Some(first)) = (&epoch.summary, &epoch.first_kept) {
-            // After a compaction: the checkpoint, then the messages kept verbatim.
-            let from = view
-                .messages
-                .iter()
-                .position(|m| &m.message_id == first)
-                .unwrap_or(view.messages.len());
-            shown = &view.messages[from..];
-            messages.push(ChatMessage::User {
-                text: checkpoint_message(summary),
-            });
-        }
-    }
-    messages.extend(project_messages(shown));
+    system.extend(epoch.as_ref().map(|e| e.baseline.clone()));
+    let mut messages = shown_messages(&view.messages, epoch.as_ref());
     let turn_start = messages
         .iter()
         .rposition(|m| matches!(m, ChatMessage::User { .. }))
@@ -151,14 +156,9 @@ pub fn build_request(
         tools,
         max_tokens: limits.max_output_tokens,
     };
-    let usage = view
-        .messages
-        .iter()
-        .flat_map(|m| &m.parts)
-        .filter(|p| p.kind == PartKind::Usage)
-        .map(|p| &p.data)
-        .collect::<Vec<_>>();
-    let calibration = crate::tokens::calibration(usage.into_iter(), &request.model);
+    let usage = view.messages.iter().flat_map(|m| &m.parts);
+    let usage = usage.filter(|p| p.kind == PartKind::Usage).map(|p| &p.data);
+    let calibration = crate::tokens::calibration(usage, &request.model);
     let mut request = request;
     let mut stubbed = 0;
     if let Some(fraction) = squeeze {

@@ -53,6 +53,28 @@ pub struct RevertInfo {
     pub text: Option<String>,
 }
 
+/// The patches the steps of `messages` recorded.
+fn patches_from(messages: &[crate::store::MessageView]) -> Vec<Patch> {
+    let strings = |v: &Value| -> Option<Vec<String>> {
+        let items = v
+            .as_array()?
+            .iter()
+            .filter_map(|f| f.as_str().map(String::from));
+        Some(items.collect())
+    };
+    messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .filter(|p| p.kind == PartKind::Patch)
+        .filter_map(|p| {
+            Some(Patch {
+                from: p.data["from"].as_str()?.to_string(),
+                files: strings(&p.data["files"])?,
+            })
+        })
+        .collect()
+}
+
 fn staged(summary: &SessionSummary) -> Option<(String, String)> {
     let r = summary.revert.as_ref()?;
     Some((
@@ -241,21 +263,7 @@ impl Agent {
             )));
         };
         self.refresh_overlay(&snapshots);
-        let patches: Vec<Patch> = view.messages[start..]
-            .iter()
-            .flat_map(|m| &m.parts)
-            .filter(|p| p.kind == PartKind::Patch)
-            .filter_map(|p| {
-                Some(Patch {
-                    from: p.data["from"].as_str()?.to_string(),
-                    files: p.data["files"]
-                        .as_array()?
-                        .iter()
-                        .filter_map(|f| f.as_str().map(String::from))
-                        .collect(),
-                })
-            })
-            .collect();
+        let patches = patches_from(&view.messages[start..]);
         // Only the files the reverted turns changed are read, saved and compared: the rest
         // of the tree is not the revert's business, however big it is.
         let mut touched: BTreeSet<PathBuf> = patches
@@ -291,14 +299,12 @@ impl Agent {
                 s.diff(&now, Some(&from))
             })
             .await?;
-        self.append(
-            sid,
-            vec![Event::RevertStaged {
-                message_id: message_id.into(),
-                snapshot: saved,
-                files: files.clone(),
-            }],
-        )?;
+        let staged = Event::RevertStaged {
+            message_id: message_id.into(),
+            snapshot: saved,
+            files: files.clone(),
+        };
+        self.append(sid, vec![staged])?;
         // Editors mark the reverted messages (until a redo, or the next prompt deletes them).
         self.editor.publish(Update::Revert {
             session_id: sid.into(),

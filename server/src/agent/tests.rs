@@ -56,7 +56,7 @@ impl EditorPort for Recorder {
     fn ask_questions<'a>(
         &'a self,
         _: &'a [Question],
-    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, crate::editor::Unanswered>> {
         Box::pin(async { Err("no questions in these tests".into()) })
     }
 }

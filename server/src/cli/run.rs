@@ -246,7 +246,7 @@ impl EditorPort for Terminal {
     fn ask_questions<'a>(
         &'a self,
         questions: &'a [Question],
-    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, crate::editor::Unanswered>> {
         Box::pin(async move {
             if !self.tty {
                 return Err("no terminal to ask questions in".into());

@@ -396,7 +396,7 @@ impl EditorPort for LspEditor {
     fn ask_questions<'a>(
         &'a self,
         questions: &'a [Question],
-    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, crate::editor::Unanswered>> {
         Box::pin(async move {
             let caps = self.buffers.caps();
             if caps.questions {

@@ -107,6 +107,13 @@ fn locations(input: &Value) -> Option<Vec<wire::Location>> {
     Some(vec![wire::Location { uri }])
 }
 
+fn turn_status(status: SessionStatus) -> wire::TurnStatus {
+    match status {
+        SessionStatus::Idle => wire::TurnStatus::Idle,
+        SessionStatus::Busy | SessionStatus::Waiting => wire::TurnStatus::Busy,
+    }
+}
+
 fn edit_diff(change: ProposedChange) -> Option<wire::EditDiff> {
     Some(wire::EditDiff {
         uri: file_uri(&change.path)?,
@@ -322,13 +329,7 @@ impl Coalescer {
                 diff,
                 ..
             } => {
-                let status = if status == PartStatus::Completed {
-                    wire::ToolResultStatus::Completed
-                } else {
-                    let first = output.lines().next().unwrap_or("");
-                    self.transcript(sid, &format!("  - {name} failed: {first}\n"));
-                    wire::ToolResultStatus::Failed
-                };
+                let status = self.tool_status(sid, &name, status, &output);
                 SessionUpdate::ToolCallUpdate {
                     tool_call_id: id,
                     name,
@@ -343,10 +344,7 @@ impl Coalescer {
                 stop_reason,
                 ..
             } => SessionUpdate::Status {
-                status: match status {
-                    SessionStatus::Idle => wire::TurnStatus::Idle,
-                    SessionStatus::Busy | SessionStatus::Waiting => wire::TurnStatus::Busy,
-                },
+                status: turn_status(status),
                 stop_reason,
             },
             Update::Usage {
@@ -381,6 +379,22 @@ impl Coalescer {
             } => SessionUpdate::Revert { message_id, files },
             Update::Session { .. } | Update::Text { .. } | Update::Reasoning { .. } => return None,
         })
+    }
+
+    /// A finished call's status on the wire; a failure gets a transcript line.
+    fn tool_status(
+        &mut self,
+        sid: &str,
+        name: &str,
+        status: PartStatus,
+        output: &str,
+    ) -> wire::ToolResultStatus {
+        if status == PartStatus::Completed {
+            return wire::ToolResultStatus::Completed;
+        }
+        let first = output.lines().next().unwrap_or("");
+        self.transcript(sid, &format!("  - {name} failed: {first}\n"));
+        wire::ToolResultStatus::Failed
     }
 
     async fn tool_call(

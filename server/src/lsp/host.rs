@@ -48,7 +48,7 @@ pub struct AgentHost {
     agent: Mutex<Option<(Config, PathBuf, Arc<Agent>)>>,
     running: Mutex<HashMap<String, CancellationToken>>,
     /// The session the user worked with last (for "undo", "cancel", "open transcript").
-    pub last_session: Mutex<Option<String>>,
+    last_session: Mutex<Option<String>>,
 }
 
 impl AgentHost {
@@ -60,6 +60,14 @@ impl AgentHost {
             running: Mutex::new(HashMap::new()),
             last_session: Mutex::new(None),
         })
+    }
+
+    /// The session the user worked with last.
+    pub fn last_session(&self) -> Option<String> {
+        self.last_session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn editor(&self) -> &Arc<LspEditor> {

@@ -1,5 +1,6 @@
 //! The editor surface: LSP over stdio.
 
+mod actions;
 pub mod bridge;
 mod coalescer;
 pub mod documents;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::*;
 use tower_lsp_server::{Client, LanguageServer};
@@ -24,7 +24,6 @@ use super::protocol::{
     PromptParams, RevertParams, SearchParams, SessionParams, SetModeParams,
 };
 use crate::config::{ConfigLayer, LayerSource, Layers};
-use crate::editor::PermissionReply;
 
 #[derive(Default)]
 pub(super) struct State {
@@ -121,8 +120,42 @@ impl Backend {
         })
     }
 
+    /// Remembers what a code action request shows (its diagnostics, for prompts on that
+    /// range) and returns the client's flags and the text of the range's first line.
+    pub(super) fn note_code_action(
+        &self,
+        params: &CodeActionParams,
+    ) -> (ClientCaps, Option<String>) {
+        let uri = &params.text_document.uri;
+        let line = params.range.start.line;
+        let mut state = self.state();
+        if !params.context.diagnostics.is_empty() {
+            let diagnostics = params.context.diagnostics.clone();
+            state.diagnostics.insert(uri.clone(), diagnostics);
+        }
+        let encoding = state.encoding;
+        let text = state.documents.get(uri).map(|d| {
+            let whole_line = Range::new(Position::new(line, 0), Position::new(line, u32::MAX));
+            d.slice(whole_line, encoding)
+        });
+        (state.caps, text)
+    }
+
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(super) fn client_caps(&self) -> ClientCaps {
+        self.state().caps
+    }
+
+    /// The agent host if one was made (code actions must not create it).
+    pub(super) fn agent_host(&self) -> Option<&Arc<AgentHost>> {
+        self.host.get()
+    }
+
     /// The agent host, created on first use.
-    fn host(&self) -> &Arc<AgentHost> {
+    pub(super) fn host(&self) -> &Arc<AgentHost> {
         self.host.get_or_init(|| {
             let buffers = Arc::new(SharedState(self.state.clone()));
             let transcripts = crate::paths::data_dir().join("transcripts");
@@ -131,7 +164,7 @@ impl Backend {
     }
 
     /// The workspace root and effective configuration now.
-    fn workspace(&self) -> Result<(PathBuf, crate::config::Config)> {
+    pub(super) fn workspace(&self) -> Result<(PathBuf, crate::config::Config)> {
         let state = self.state();
         let root = state.root.clone().ok_or_else(|| {
             Error::invalid_params("no workspace yet: open a file or a folder first")
@@ -140,7 +173,7 @@ impl Backend {
     }
 
     /// What the editor shows with a prompt: the selection and its diagnostics, or the file.
-    fn context_note(&self, uri: &Uri, range: Option<Range>) -> Option<String> {
+    pub(super) fn context_note(&self, uri: &Uri, range: Option<Range>) -> Option<String> {
         let state = self.state();
         let doc = state.documents.get(uri)?;
         let path = uri_path(uri).unwrap_or_default();
@@ -222,7 +255,7 @@ impl Backend {
     }
 
     /// Makes sure an agent exists for this workspace (revert needs one without a prompt).
-    fn ensure_agent(&self) -> Result<()> {
+    pub(super) fn ensure_agent(&self) -> Result<()> {
         let (root, config) = self.workspace()?;
         self.host()
             .agent(&config, &root)
@@ -297,35 +330,6 @@ impl Backend {
     }
 }
 
-/// The commands the server runs (`agent.ask` is the client's own).
-const COMMANDS: &[&str] = &[
-    "agent.run",
-    "agent.cancel",
-    "agent.undo",
-    "agent.redo",
-    "agent.answerPermission",
-    "agent.openTranscript",
-];
-
-/// The instruction of an `AGENT:` comment on a line, in any comment syntax.
-pub fn agent_comment(line: &str) -> Option<String> {
-    let at = line.find("AGENT:")?;
-    let before = line[..at].trim();
-    // Only in a comment: something comment-like must come before it.
-    let comment_like = ["//", "#", "--", "/*", "<!--", ";", "%", "\"", "'"]
-        .iter()
-        .any(|m| before.ends_with(m) || before.contains(m));
-    if !comment_like {
-        return None;
-    }
-    let text = line[at + "AGENT:".len()..]
-        .trim()
-        .trim_end_matches("*/")
-        .trim_end_matches("-->")
-        .trim();
-    (!text.is_empty()).then(|| text.to_string())
-}
-
 fn workspace_root(params: &InitializeParams) -> Option<PathBuf> {
     if let Some(folder) = params.workspace_folders.as_ref().and_then(|f| f.first()) {
         return uri_path(&folder.uri);
@@ -388,7 +392,10 @@ impl LanguageServer for Backend {
                     },
                 )),
                 execute_command_provider: Some(ExecuteCommandOptions {
-                    commands: COMMANDS.iter().map(|c| c.to_string()).collect(),
+                    commands: super::actions::COMMANDS
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect(),
                     work_done_progress_options: Default::default(),
                 }),
                 workspace: Some(WorkspaceServerCapabilities {
@@ -496,139 +503,7 @@ impl LanguageServer for Backend {
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
-        let uri = params.text_document.uri.clone();
-        let range = params.range;
-        let (caps, line_text) = {
-            let mut state = self.state();
-            if !params.context.diagnostics.is_empty() {
-                state
-                    .diagnostics
-                    .insert(uri.clone(), params.context.diagnostics.clone());
-            }
-            let line = state.documents.get(&uri).map(|d| {
-                let enc = state.encoding;
-                let start = Position::new(range.start.line, 0);
-                let end = Position::new(range.start.line, u32::MAX);
-                d.slice(Range::new(start, end), enc)
-            });
-            (state.caps, line)
-        };
-        let mut actions: Vec<CodeActionOrCommand> = Vec::new();
-        let action = |title: String, kind: CodeActionKind, command: &str, args: Value| {
-            CodeActionOrCommand::CodeAction(CodeAction {
-                title: title.clone(),
-                kind: Some(kind),
-                command: Some(Command {
-                    title,
-                    command: command.into(),
-                    arguments: Some(vec![args]),
-                }),
-                ..Default::default()
-            })
-        };
-        // Pending approvals first: for editors without any other way to answer.
-        if let Some(host) = self.host.get() {
-            for (id, request) in host.editor().pending_asks() {
-                let what = request
-                    .command
-                    .clone()
-                    .unwrap_or_else(|| request.title.clone());
-                for (label, outcome) in [("once", "once"), ("always", "always"), ("deny", "reject")]
-                {
-                    let title = if outcome == "reject" {
-                        format!("Agent: deny `{what}`")
-                    } else {
-                        format!("Agent: allow `{what}` {label}")
-                    };
-                    actions.push(action(
-                        title,
-                        CodeActionKind::QUICKFIX,
-                        "agent.answerPermission",
-                        json!({"id": id, "outcome": outcome}),
-                    ));
-                }
-            }
-        }
-        let target = json!({"uri": uri, "range": range});
-        if let Some(instruction) = line_text.as_deref().and_then(agent_comment) {
-            let mut args = target.clone();
-            args["instruction"] = json!(instruction);
-            args["line"] = json!(range.start.line);
-            actions.push(action(
-                "Agent: do what the comment says".into(),
-                CodeActionKind::REFACTOR,
-                "agent.run",
-                json!({"kind": "comment", "target": args}),
-            ));
-        }
-        if range.start != range.end {
-            if !params.context.diagnostics.is_empty() {
-                actions.push(action(
-                    "Agent: fix the problems here".into(),
-                    CodeActionKind::QUICKFIX,
-                    "agent.run",
-                    json!({"kind": "fix", "target": target}),
-                ));
-            }
-            for (title, kind) in [
-                ("Agent: explain this", "explain"),
-                ("Agent: refactor this", "refactor"),
-                ("Agent: write tests for this", "tests"),
-            ] {
-                actions.push(action(
-                    title.into(),
-                    CodeActionKind::REFACTOR,
-                    "agent.run",
-                    json!({"kind": kind, "target": target}),
-                ));
-            }
-        }
-        if caps.updates {
-            // Clients with their own input box run this command themselves.
-            actions.push(action(
-                "Agent: ask…".into(),
-                CodeActionKind::EMPTY,
-                "agent.ask",
-                target.clone(),
-            ));
-        }
-        if let Some(host) = self.host.get()
-            && let Some(sid) = host
-                .last_session
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone()
-        {
-            let args = json!({"sessionId": sid});
-            if host.is_running(&sid) {
-                actions.push(action(
-                    "Agent: cancel".into(),
-                    CodeActionKind::EMPTY,
-                    "agent.cancel",
-                    args.clone(),
-                ));
-            } else {
-                actions.push(action(
-                    "Agent: undo last change".into(),
-                    CodeActionKind::EMPTY,
-                    "agent.undo",
-                    args.clone(),
-                ));
-                actions.push(action(
-                    "Agent: redo".into(),
-                    CodeActionKind::EMPTY,
-                    "agent.redo",
-                    args.clone(),
-                ));
-            }
-            actions.push(action(
-                "Agent: open transcript".into(),
-                CodeActionKind::EMPTY,
-                "agent.openTranscript",
-                args,
-            ));
-        }
-        Ok(Some(actions))
+        Ok(Some(self.code_actions(&params)))
     }
 
     async fn code_action_resolve(&self, action: CodeAction) -> Result<CodeAction> {
@@ -637,108 +512,6 @@ impl LanguageServer for Backend {
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
-        let arg = params.arguments.first().cloned().unwrap_or(Value::Null);
-        let sid = || {
-            arg["sessionId"].as_str().map(String::from).or_else(|| {
-                self.host()
-                    .last_session
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-            })
-        };
-        let missing = || Error::invalid_params("no session to act on");
-        match params.command.as_str() {
-            "agent.run" => {
-                let target = &arg["target"];
-                let uri: Uri = serde_json::from_value(target["uri"].clone()).map_err(|e| {
-                    Error::invalid_params(format!("agent.run needs a target uri: {e}"))
-                })?;
-                let range: Option<Range> = serde_json::from_value(target["range"].clone()).ok();
-                let text = match arg["kind"].as_str().unwrap_or("") {
-                    "explain" => "Explain what this code does, briefly and concretely. Do not change any file.".to_string(),
-                    "fix" => "Fix the problems reported in this code (see the diagnostics). Keep the change minimal.".to_string(),
-                    "refactor" => "Refactor this code to be clearer without changing what it does.".to_string(),
-                    "tests" => "Write tests for this code, in the project's existing test style, and run them.".to_string(),
-                    "comment" => format!(
-                        "{}\n\n(This instruction comes from an `AGENT:` comment on line {} of this file. Do what it says, and remove that comment as part of your edit.)",
-                        target["instruction"].as_str().unwrap_or(""),
-                        target["line"].as_u64().unwrap_or(0) + 1
-                    ),
-                    other => return Err(Error::invalid_params(format!("unknown agent.run kind {other:?}"))),
-                };
-                let note = self.context_note(&uri, range);
-                let (root, config) = self.workspace()?;
-                let reply = self
-                    .host()
-                    .prompt(&config, &root, arg["sessionId"].as_str(), &text, note, None)
-                    .await
-                    .map_err(super::error::to_rpc)?;
-                Ok(Some(json!(reply)))
-            }
-            "agent.cancel" => {
-                self.host().cancel(&sid().ok_or_else(missing)?);
-                Ok(Some(json!({})))
-            }
-            "agent.undo" => {
-                self.ensure_agent()?;
-                self.host()
-                    .undo(&sid().ok_or_else(missing)?)
-                    .await
-                    .map(|r| Some(json!(r)))
-                    .map_err(super::error::to_rpc)
-            }
-            "agent.redo" => {
-                self.ensure_agent()?;
-                self.host()
-                    .unrevert(&sid().ok_or_else(missing)?)
-                    .await
-                    .map(|r| Some(json!(r)))
-                    .map_err(super::error::to_rpc)
-            }
-            "agent.answerPermission" => {
-                let id = arg["id"]
-                    .as_u64()
-                    .ok_or_else(|| Error::invalid_params("agent.answerPermission needs an id"))?;
-                let reply = match arg["outcome"].as_str() {
-                    Some("once") => PermissionReply::Once,
-                    Some("always") => PermissionReply::Always,
-                    _ => PermissionReply::Reject {
-                        message: arg["message"].as_str().map(String::from),
-                    },
-                };
-                let answered = self.host().editor().answer(id, reply);
-                Ok(Some(json!({"answered": answered})))
-            }
-            "agent.openTranscript" => {
-                let sid = sid().ok_or_else(missing)?;
-                let path = crate::paths::data_dir()
-                    .join("transcripts")
-                    .join(format!("{sid}.md"));
-                let caps = self.state().caps;
-                if caps.show_document
-                    && let Some(uri) = super::bridge::file_uri(&path)
-                {
-                    let _ = self
-                        .client
-                        .show_document(ShowDocumentParams {
-                            uri,
-                            external: Some(false),
-                            take_focus: Some(true),
-                            selection: None,
-                        })
-                        .await;
-                } else {
-                    self.client
-                        .show_message(
-                            MessageType::INFO,
-                            format!("agent-lsp transcript: {}", path.display()),
-                        )
-                        .await;
-                }
-                Ok(Some(json!({"path": path})))
-            }
-            other => Err(Error::invalid_params(format!("unknown command {other:?}"))),
-        }
+        self.run_command(params).await
     }
 }

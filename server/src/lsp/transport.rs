@@ -170,10 +170,12 @@ fn content_length(headers: &str) -> Result<usize, HeaderError> {
         };
         if name.trim().eq_ignore_ascii_case("content-length") {
             let value = value.trim();
-            let n = value.parse::<usize>().map_err(|source| HeaderError::BadLength {
-                value: value.to_string(),
-                source,
-            })?;
+            let n = value
+                .parse::<usize>()
+                .map_err(|source| HeaderError::BadLength {
+                    value: value.to_string(),
+                    source,
+                })?;
             length = Some(n);
         }
     }

@@ -43,7 +43,7 @@ impl TypedTool for QuestionTool {
         Ok(Prepared::new(vec![need], move |ctx| {
             Box::pin(async move {
                 let answers = tokio::select! {
-                    a = ctx.editor.ask_questions(&args.questions) => a.map_err(ToolError::new)?,
+                    a = ctx.editor.ask_questions(&args.questions) => a.map_err(|e| ToolError::new(e.0))?,
                     _ = ctx.cancel.cancelled() => return Err(ToolError::new("interrupted: the question was cancelled")),
                 };
                 let mut output = String::new();

@@ -61,7 +61,7 @@ impl EditorPort for TestEditor {
     fn ask_questions<'a>(
         &'a self,
         questions: &'a [Question],
-    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<Vec<String>>, crate::editor::Unanswered>> {
         Box::pin(async move {
             let answers = self.answers.lock().unwrap().clone();
             Ok(questions
