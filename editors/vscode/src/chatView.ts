@@ -3,7 +3,7 @@
 // at most every RENDER_MS, so a fast stream costs a few messages a second.
 
 import * as vscode from "vscode";
-import type { ChatState } from "./model";
+import type { ChatState, Diff } from "./model";
 
 const RENDER_MS = 50;
 
@@ -14,7 +14,7 @@ export interface ChatHost {
   redo(): Promise<void>;
   cancel(): Promise<void>;
   setMode(mode?: string): Promise<void>;
-  showDiff(diff: any): Promise<void>;
+  showDiff(diff: Diff): Promise<void>;
 }
 
 export class ChatView implements vscode.WebviewViewProvider {

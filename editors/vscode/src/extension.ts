@@ -26,6 +26,17 @@ import {
   type Diff,
 } from "./model";
 import { ChatView } from "./chatView";
+import type {
+  Method,
+  Params,
+  PermissionParams,
+  PermissionResult,
+  PromptContext,
+  QuestionParams,
+  QuestionResult,
+  Result,
+  UpdateParams,
+} from "./protocol";
 
 const SESSION_KEY = "agent-lsp.session";
 
@@ -100,9 +111,11 @@ export class Agent {
     };
     const client = new LanguageClient("agent-lsp", "agent-lsp", serverOptions, clientOptions);
     client.registerFeature(new AgentFeature());
-    client.onNotification("agent/update", (params: any) => this.onUpdate(params));
-    client.onRequest("agent/requestPermission", (params: any) => this.approve(params));
-    client.onRequest("agent/question", (params: any) => this.questions(params));
+    client.onNotification("agent/update", (params: Params<"agent/update">) => this.onUpdate(params));
+    client.onRequest("agent/requestPermission", (params: Params<"agent/requestPermission">) =>
+      this.approve(params),
+    );
+    client.onRequest("agent/question", (params: Params<"agent/question">) => this.questions(params));
     this.client = client;
     await client.start();
     this.refresh();
@@ -122,7 +135,7 @@ export class Agent {
     this.view.render();
   }
 
-  private onUpdate(params: any) {
+  private onUpdate(params: UpdateParams) {
     if (!params?.update) return;
     if (!this.state.sessionId) this.setSession(params.sessionId);
     if (params.sessionId !== this.state.sessionId) return;
@@ -138,13 +151,13 @@ export class Agent {
     void this.context.workspaceState.update(SESSION_KEY, id);
   }
 
-  async request<T = any>(method: string, params: object): Promise<T> {
+  async request<M extends Method>(method: M, params: Params<M>): Promise<Result<M>> {
     if (!this.client) throw new Error("agent-lsp is not running");
     return this.client.sendRequest(method, params);
   }
 
   /** Sends a prompt; `context` is the document and selection it is about. */
-  async prompt(text: string, context?: { uri: string; range?: object }) {
+  async prompt(text: string, context?: PromptContext) {
     try {
       const reply = await this.request("agent/prompt", {
         text,
@@ -163,7 +176,7 @@ export class Agent {
   }
 
   /** "Agent: Ask…": an input box, with the editor's selection as context. */
-  async ask(target?: { uri: string; range?: object }) {
+  async ask(target?: PromptContext) {
     const editor = vscode.window.activeTextEditor;
     if (!target && editor && editor.document.uri.scheme === "file") {
       const sel = editor.selection;
@@ -185,7 +198,7 @@ export class Agent {
     if (text) await this.prompt(text, target);
   }
 
-  private async approve(req: any) {
+  private async approve(req: PermissionParams): Promise<PermissionResult> {
     this.waiting++;
     this.refresh();
     try {
@@ -200,7 +213,7 @@ export class Agent {
           ...buttons,
         );
         if (choice === SHOW_DIFF) {
-          for (const c of req.changes) {
+          for (const c of req.changes ?? []) {
             await this.showDiff({ uri: vscode.Uri.file(c.path).toString(), oldText: c.oldText, newText: c.newText }, "proposed");
           }
           continue;
@@ -220,15 +233,15 @@ export class Agent {
     }
   }
 
-  private async questions(params: any) {
+  private async questions(params: QuestionParams): Promise<QuestionResult> {
     const answers: string[][] = [];
     for (const q of params?.questions ?? []) {
       const picked = await vscode.window.showQuickPick(
-        (q.options ?? []).map((o: any) => ({ label: o.label, description: o.description })),
+        (q.options ?? []).map((o) => ({ label: o.label, description: o.description })),
         { title: q.question, canPickMany: !!q.multiple, ignoreFocusOut: true },
       );
       const list = Array.isArray(picked) ? picked : picked ? [picked] : [];
-      answers.push(list.map((p: any) => p.label));
+      answers.push(list.map((p) => p.label));
     }
     return { answers };
   }
@@ -305,7 +318,7 @@ export class Agent {
   }
 
   async pickSession() {
-    const list: any[] = await this.request("agent/sessions", {});
+    const list = await this.request("agent/sessions", {});
     const pick = await vscode.window.showQuickPick(
       list.map((s) => ({ label: s.title || s.sessionId, description: s.status, id: s.sessionId })),
       { title: "Resume a session" },
@@ -323,7 +336,7 @@ export async function activate(context: vscode.ExtensionContext) {
     context.subscriptions.push(vscode.commands.registerCommand(name, fn));
   command("agent-lsp.ask", () => a.ask());
   // The server's "Agent: ask…" code action runs this with {uri, range}.
-  command("agent.ask", (target?: { uri: string; range?: object }) => a.ask(target));
+  command("agent.ask", (target?: PromptContext) => a.ask(target));
   command("agent-lsp.cancel", () => a.cancel());
   command("agent-lsp.undo", () => a.undo());
   command("agent-lsp.redo", () => a.redo());

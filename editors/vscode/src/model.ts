@@ -1,12 +1,11 @@
+import type { EditDiff, SessionHistory, SessionUpdate, Todo } from "./protocol";
+
 // The chat as data: what `agent/update` notifications and `agent/history` make of it.
 // Pure (no vscode import), so it is unit-tested in plain node and shared by the extension
 // and the webview.
 
-export interface Diff {
-  uri: string;
-  oldText: string;
-  newText: string;
-}
+/** An edit's file before and after (the protocol's `EditDiff`). */
+export type Diff = EditDiff;
 
 export type Entry =
   | { kind: "user"; messageId?: string; text: string }
@@ -46,8 +45,8 @@ function toolEntry(state: ChatState, id: string, name: string) {
 }
 
 /** Applies one `agent/update` payload (the `update` field); returns the same state. */
-export function applyUpdate(state: ChatState, u: any): ChatState {
-  switch (u?.kind) {
+export function applyUpdate(state: ChatState, u: SessionUpdate): ChatState {
+  switch (u.kind) {
     case "user_message": {
       if (state.revertedFrom) {
         // The server deleted the reverted messages when this prompt arrived.
@@ -103,7 +102,7 @@ export function applyUpdate(state: ChatState, u: any): ChatState {
       break;
     case "plan": {
       const lines = (u.todos ?? []).map(
-        (t: any) =>
+        (t: Todo) =>
           `- [${t.status === "completed" ? "x" : " "}] ${t.content}${t.status === "in_progress" ? " (in progress)" : ""}`,
       );
       state.entries.push({ kind: "note", text: ["Plan:", ...lines].join("\n") });
@@ -114,14 +113,21 @@ export function applyUpdate(state: ChatState, u: any): ChatState {
 }
 
 /** The chat of a stored session (`agent/history`). */
-export function fromHistory(history: any): ChatState {
-  const state = emptyState(history?.id ?? history?.sessionId);
-  state.status = history?.running ? "busy" : "idle";
-  state.mode = history?.mode ?? undefined;
-  state.revertedFrom = history?.revert?.messageId ?? undefined;
-  for (const m of history?.messages ?? []) {
-    for (const p of m.parts ?? []) {
-      const data = p.data ?? {};
+export function fromHistory(history: SessionHistory): ChatState {
+  const state = emptyState(history.sessionId);
+  state.status = history.running ? "busy" : "idle";
+  state.mode = history.mode ?? undefined;
+  state.revertedFrom = history.revert?.messageId ?? undefined;
+  for (const m of history.messages) {
+    for (const p of m.parts) {
+      // A part's data is free-form JSON; these are the fields text and tool parts carry.
+      const data = (p.data ?? {}) as {
+        text?: string;
+        callId?: string;
+        name?: string;
+        title?: unknown;
+        output?: unknown;
+      };
       if (p.kind === "text") {
         state.entries.push({
           kind: m.role === "user" ? "user" : "text",
@@ -129,7 +135,7 @@ export function fromHistory(history: any): ChatState {
           text: data.text ?? "",
         });
       } else if (p.kind === "tool") {
-        const e = toolEntry(state, data.callId, data.name);
+        const e = toolEntry(state, data.callId ?? "", data.name ?? "tool");
         e.status = p.status ?? e.status;
         if (typeof data.title === "string" && data.title) {
           e.title = data.title.startsWith(e.name) ? data.title : `${e.name} ${data.title}`;

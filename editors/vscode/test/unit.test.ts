@@ -31,8 +31,8 @@ test("chunks of one message merge; a new message starts a new entry", () => {
 
 test("a tool call is one entry that its updates complete, with the diff", () => {
   const s = emptyState();
-  applyUpdate(s, { kind: "tool_call", toolCallId: "t1", name: "edit", title: "edit src/a.rs", status: "pending" });
-  applyUpdate(s, { kind: "tool_call", toolCallId: "t1", name: "edit", title: "edit src/a.rs", status: "running" });
+  applyUpdate(s, { kind: "tool_call", toolCallId: "t1", name: "edit", title: "edit src/a.rs", toolKind: "edit", rawInput: {}, status: "pending" });
+  applyUpdate(s, { kind: "tool_call", toolCallId: "t1", name: "edit", title: "edit src/a.rs", toolKind: "edit", rawInput: {}, status: "running" });
   applyUpdate(s, {
     kind: "tool_call_update",
     toolCallId: "t1",
@@ -85,18 +85,29 @@ test("a staged revert marks its point; redo clears it; the next prompt drops wha
 test("history becomes the same entries as the live stream", () => {
   const s = fromHistory({
     sessionId: "s9",
+    workspace: "/w",
+    title: "fix it",
+    status: "idle",
+    createdAt: 0,
+    updatedAt: 0,
+    messageCount: 2,
+    inbox: [],
+    todos: [],
+    pendingPermissions: [],
     running: false,
     mode: "plan",
     revert: null,
     messages: [
-      { messageId: "u1", role: "user", parts: [{ kind: "text", data: { text: "fix it" } }, { kind: "note", data: { text: "(context)" } }] },
+      { messageId: "u1", role: "user", createdAt: 0, meta: null, parts: [{ partId: "p1", kind:"text", data: { text: "fix it" } }, { partId: "p2", kind:"note", data: { text: "(context)" } }] },
       {
         messageId: "a1",
         role: "assistant",
+        createdAt: 0,
+        meta: null,
         parts: [
-          { kind: "step_start", data: {} },
-          { kind: "text", data: { text: "On it." } },
-          { kind: "tool", status: "completed", data: { callId: "c1", name: "bash", title: "cargo test", output: "ok" } },
+          { partId: "p3", kind:"step_start", data: {} },
+          { partId: "p4", kind:"text", data: { text: "On it." } },
+          { partId: "p5", kind:"tool", status: "completed", data: { callId: "c1", name: "bash", title: "cargo test", output: "ok" } },
         ],
       },
     ],

@@ -242,6 +242,7 @@ pub struct HistoryPart {
     pub kind: crate::status::PartKind,
     /// The part's content; its fields depend on `kind` (`text`; a tool's `callId`, `name`,
     /// `input`, `output`, `title`, `metadata`; a patch's `files`; ...).
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub data: Value,
     pub status: Option<crate::status::PartStatus>,
 }
@@ -254,7 +255,8 @@ pub struct HistoryMessage {
     pub role: String,
     /// Milliseconds since the Unix epoch.
     pub created_at: i64,
-    /// The step number and model of an assistant message.
+    /// The step number and model of an assistant message (null for the user's).
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub meta: Value,
     pub parts: Vec<HistoryPart>,
 }
@@ -265,6 +267,8 @@ pub struct HistoryMessage {
 pub struct InboxItem {
     pub input_id: String,
     pub text: String,
+    /// What the editor showed with it (`note`), if anything.
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub context: Value,
     /// Milliseconds since the Unix epoch.
     pub admitted_at: i64,
@@ -336,8 +340,10 @@ pub struct CompactResult {
 #[serde(rename_all = "camelCase")]
 pub struct ConfigResult {
     /// The configuration in force (the keys of the configuration file).
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub effective: Value,
     /// Every layer, lowest first: `source`, `path`, `layer`, `error`.
+    #[schemars(with = "Vec<serde_json::Map<String, Value>>")]
     pub layers: Value,
     pub root: Option<PathBuf>,
     /// `utf-8`, `utf-16` or `utf-32`.
