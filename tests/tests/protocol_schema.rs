@@ -243,3 +243,58 @@ fn the_schema_refuses_what_the_protocol_does_not_say() {
         assert!(!validator.is_valid(&bad), "{bad}");
     }
 }
+
+/// The README's section between `start` and the next `### ` heading.
+fn readme_section(start: &str) -> String {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let from = readme
+        .find(start)
+        .unwrap_or_else(|| panic!("README has no {start:?}"));
+    let rest = &readme[from + start.len()..];
+    rest[..rest.find("\n### ").unwrap_or(rest.len())].to_string()
+}
+
+fn words(text: &str, pattern: &str) -> std::collections::BTreeSet<String> {
+    regex::Regex::new(pattern)
+        .unwrap()
+        .captures_iter(text)
+        .map(|c| c[1].to_string())
+        .collect()
+}
+
+#[test]
+fn the_readme_tables_name_what_the_schema_has() {
+    let protocol = Protocol::load();
+    let methods = protocol.schema["methods"].as_object().unwrap();
+    let of = |direction: &str| -> std::collections::BTreeSet<String> {
+        methods
+            .iter()
+            .filter(|(_, e)| e["direction"] == direction)
+            .map(|(m, _)| m.clone())
+            .collect()
+    };
+    let requests = readme_section("### Client → server requests");
+    assert_eq!(words(&requests, r"`(agent/\w+)`"), of("clientToServer"));
+    let server = readme_section("### Server → client");
+    assert_eq!(
+        words(&server, r"(?:notification|request) `(agent/\w+)`"),
+        of("serverToClient")
+    );
+    let kinds: std::collections::BTreeSet<String> =
+        protocol.schema["$defs"]["SessionUpdate"]["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                v["properties"]["kind"]["const"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+    assert_eq!(
+        words(&server, r"`(\w+) \{"),
+        kinds,
+        "the update kinds in the README"
+    );
+}
