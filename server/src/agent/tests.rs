@@ -415,21 +415,23 @@ async fn past_the_call_limit_one_call_says_why_and_the_rest_are_dropped() {
     );
 }
 
+/// A session where edits ask, and the editor answers the first ask with `reply`; the
+/// model writes `a.txt`, then `then`.
+async fn rejected_write(reply: PermissionReply, then: Value) -> (Harness, TurnOutcome) {
+    let write = call("write", json!({"filePath": "a.txt", "content": "x"}));
+    let h = harness_with(json!({ "turns": [write, then] }), |c| {
+        let ask = PermissionRule::Action(Action::Ask);
+        c.permission.insert("edit".into(), ask);
+    });
+    h.editor.replies.lock().unwrap().push_back(reply);
+    let (_, outcome) = h.run("write").await;
+    (h, outcome)
+}
+
 #[tokio::test]
 async fn a_rejection_without_a_message_stops_the_turn() {
-    let h = harness_with(
-        json!({"turns": [call("write", json!({"filePath": "a.txt", "content": "x"})), reply("never")]}),
-        |c| {
-            c.permission
-                .insert("edit".into(), PermissionRule::Action(Action::Ask));
-        },
-    );
-    h.editor
-        .replies
-        .lock()
-        .unwrap()
-        .push_back(PermissionReply::Reject { message: None });
-    let (_, outcome) = h.run("write").await;
+    let reject = PermissionReply::Reject { message: None };
+    let (h, outcome) = rejected_write(reject, reply("never")).await;
     assert_eq!(outcome.end, TurnEnd::Cancelled);
     assert!(outcome.error.unwrap().contains("rejected"));
     assert!(!h.ws().join("a.txt").exists());
@@ -437,25 +439,13 @@ async fn a_rejection_without_a_message_stops_the_turn() {
 
 #[tokio::test]
 async fn a_rejection_with_a_message_goes_back_to_the_model() {
-    let h = harness_with(
-        json!({"turns": [
-            call("write", json!({"filePath": "a.txt", "content": "x"})),
-            {"expect": {"request_contains": "use b.txt"}, "reply": {"text": "ok"}}
-        ]}),
-        |c| {
-            c.permission
-                .insert("edit".into(), PermissionRule::Action(Action::Ask));
-        },
-    );
-    h.editor
-        .replies
-        .lock()
-        .unwrap()
-        .push_back(PermissionReply::Reject {
-            message: Some("use b.txt".into()),
-        });
-    let (_, outcome) = h.run("write").await;
+    let reject = PermissionReply::Reject {
+        message: Some("use b.txt".into()),
+    };
+    let then = json!({"expect": {"request_contains": "use b.txt"}, "reply": {"text": "ok"}});
+    let (h, outcome) = rejected_write(reject, then).await;
     assert_eq!(outcome.end, TurnEnd::EndTurn, "{:?}", h.trace());
+    assert!(!h.ws().join("a.txt").exists());
 }
 
 #[tokio::test]
