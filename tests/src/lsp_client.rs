@@ -239,6 +239,32 @@ impl LspClient {
             .collect()
     }
 
+    /// The code actions on `line`, columns `start..end`, of `uri` (no diagnostics).
+    pub async fn code_actions(&self, uri: &str, line: u32, start: u32, end: u32) -> Vec<Value> {
+        let range = serde_json::json!({"start": {"line": line, "character": start},
+            "end": {"line": line, "character": end}});
+        let params = serde_json::json!({"textDocument": {"uri": uri}, "range": range,
+            "context": {"diagnostics": []}});
+        let actions = self
+            .request("textDocument/codeAction", params)
+            .await
+            .unwrap();
+        actions.as_array().cloned().unwrap_or_default()
+    }
+
+    /// Runs the command of the first action whose title `pick` accepts (panics with the
+    /// titles offered when none does); returns the command's result.
+    pub async fn run_action(&self, actions: &[Value], pick: impl Fn(&str) -> bool) -> Value {
+        let titles: Vec<&str> = actions.iter().filter_map(|a| a["title"].as_str()).collect();
+        let action = actions
+            .iter()
+            .find(|a| a["title"].as_str().is_some_and(&pick))
+            .unwrap_or_else(|| panic!("no such action among {titles:?}"));
+        self.request("workspace/executeCommand", action["command"].clone())
+            .await
+            .unwrap()
+    }
+
     /// Replies that matched no request (e.g. parse errors, which carry a null id).
     pub fn orphan_replies(&self) -> Vec<Value> {
         self.inbox.lock().unwrap().orphan_replies.clone()

@@ -193,22 +193,10 @@ async fn a_helix_like_client_works_through_code_actions_progress_and_messages() 
     let uri = open(&client, &env, text).await;
 
     // The AGENT: comment offers an action; running it answers at once.
-    let actions = client
-        .request("textDocument/codeAction", json!({"textDocument": {"uri": uri},
-            "range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 4}}, "context": {"diagnostics": []}}))
-        .await
-        .unwrap();
-    let run = actions
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["title"] == "Agent: do what the comment says")
-        .expect("the AGENT: action")
-        .clone();
+    let actions = client.code_actions(&uri, 1, 4, 4).await;
     let reply = client
-        .request("workspace/executeCommand", run["command"].clone())
-        .await
-        .unwrap();
+        .run_action(&actions, |t| t == "Agent: do what the comment says")
+        .await;
     let sid = reply["sessionId"].as_str().unwrap().to_string();
 
     // The permission is announced, then offered as code actions.
@@ -223,32 +211,23 @@ async fn a_helix_like_client_works_through_code_actions_progress_and_messages() 
     client
         .wait_for("$/progress", |p| p["params"]["value"]["kind"] == "begin")
         .await;
-    let actions = client
-        .request("textDocument/codeAction", json!({"textDocument": {"uri": uri},
-            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}))
-        .await
-        .unwrap();
+    let actions = client.code_actions(&uri, 0, 0, 0).await;
     let titles: Vec<&str> = actions
-        .as_array()
-        .unwrap()
         .iter()
         .map(|a| a["title"].as_str().unwrap())
         .collect();
     let allow = actions
-        .as_array()
-        .unwrap()
         .iter()
-        .find(|a| a["title"].as_str().unwrap().ends_with(" once"))
-        .unwrap_or_else(|| panic!("{titles:?}"));
-    assert_eq!(allow["kind"], "quickfix");
+        .find(|a| a["title"].as_str().unwrap().ends_with(" once"));
+    assert_eq!(
+        allow.unwrap_or_else(|| panic!("{titles:?}"))["kind"],
+        "quickfix"
+    );
     assert!(
         titles.iter().any(|t| t.starts_with("Agent: deny")),
         "{titles:?}"
     );
-    client
-        .request("workspace/executeCommand", allow["command"].clone())
-        .await
-        .unwrap();
+    client.run_action(&actions, |t| t.ends_with(" once")).await;
 
     let edit = client.wait_for("workspace/applyEdit", |_| true).await;
     assert_eq!(
@@ -308,22 +287,22 @@ async fn a_helix_like_client_works_through_code_actions_progress_and_messages() 
         .notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 2},
             "contentChanges": [{"text": "pub fn answer() -> u32 {\n    // AGENT: make the answer 42\n    42\n}\n"}]}))
         .await;
-    let actions = client
-        .request("textDocument/codeAction", json!({"textDocument": {"uri": uri},
-            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}))
-        .await
-        .unwrap();
-    let undo = actions
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["title"] == "Agent: undo last change")
-        .expect("undo offered")
-        .clone();
+    // (The turn's task winds down just after the idle status: until then "cancel" is
+    // offered instead.)
+    let mut actions = client.code_actions(&uri, 0, 0, 0).await;
+    for _ in 0..100 {
+        if actions
+            .iter()
+            .any(|a| a["title"] == "Agent: undo last change")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        actions = client.code_actions(&uri, 0, 0, 0).await;
+    }
     let undone = client
-        .request("workspace/executeCommand", undo["command"].clone())
-        .await
-        .unwrap();
+        .run_action(&actions, |t| t == "Agent: undo last change")
+        .await;
     assert_eq!(undone["files"], json!(["src/lib.rs"]));
     let edits = client.received("workspace/applyEdit");
     assert_eq!(
@@ -411,11 +390,7 @@ async fn requests_are_answered_promptly_while_the_agent_streams() {
         .await;
     // While it streams: a code action and a change are served at once.
     let started = std::time::Instant::now();
-    client
-        .request("textDocument/codeAction", json!({"textDocument": {"uri": uri},
-            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 2}}, "context": {"diagnostics": []}}))
-        .await
-        .unwrap();
+    client.code_actions(&uri, 0, 0, 2).await;
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
     client
         .wait_for("agent/update", |u| {
