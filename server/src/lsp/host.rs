@@ -204,7 +204,9 @@ impl AgentHost {
     }
 
     /// A session's status as this server sees it: an ask waits, a turn runs, or idle.
-    fn live_status(&self, sid: &str) -> crate::status::SessionStatus {
+    /// (A task that has recorded its turn's end but not wound down yet counts as idle: the
+    /// editor has been told so.)
+    fn live_status(&self, sid: &str, stored: &str) -> crate::status::SessionStatus {
         use crate::status::SessionStatus;
         let asks = self.editor.pending_asks();
         if asks
@@ -212,7 +214,7 @@ impl AgentHost {
             .any(|(_, r)| r.session_id.as_deref() == Some(sid))
         {
             SessionStatus::Waiting
-        } else if self.is_running(sid) {
+        } else if self.is_running(sid) && stored == SessionStatus::Busy.as_str() {
             SessionStatus::Busy
         } else {
             SessionStatus::Idle
@@ -225,7 +227,7 @@ impl AgentHost {
         Ok(sessions
             .into_iter()
             .map(|s| {
-                let live = self.live_status(&s.session_id);
+                let live = self.live_status(&s.session_id, &s.status);
                 wire::SessionItem::new(s, live)
             })
             .collect())
