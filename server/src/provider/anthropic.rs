@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::openai::async_stream;
 use super::{
     ChatMessage, ChatRequest, EventStream, Provider, ProviderError, ProviderEvent, StopReason,
     Usage, sse,
@@ -137,6 +136,16 @@ struct Decoder {
     finished: bool,
 }
 
+impl sse::Decode for Decoder {
+    fn event(&mut self, e: &sse::SseEvent) -> Vec<Result<ProviderEvent, ProviderError>> {
+        self.event(&e.event, &e.data)
+    }
+
+    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
+        Decoder::finish(self)
+    }
+}
+
 impl Decoder {
     fn event(&mut self, name: &str, data: &str) -> Vec<Result<ProviderEvent, ProviderError>> {
         let v: Value = match serde_json::from_str(data) {
@@ -248,13 +257,7 @@ impl Provider for Anthropic {
             if let Some(key) = &self.api_key {
                 http = http.header("x-api-key", key);
             }
-            let resp = super::send(http, self.key_env.as_deref()).await?;
-            let mut decoder = Decoder::default();
-            Ok(async_stream(sse::events(resp), move |item| match item {
-                Some(Ok(e)) => decoder.event(&e.event, &e.data),
-                Some(Err(e)) => vec![Err(e)],
-                None => decoder.finish(),
-            }))
+            sse::answer(http, self.key_env.as_deref(), Decoder::default()).await
         })
     }
 }

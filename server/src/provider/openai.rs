@@ -3,7 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -87,6 +86,16 @@ struct Decoder {
     started: BTreeSet<usize>,
     finish: Option<StopReason>,
     done: bool,
+}
+
+impl sse::Decode for Decoder {
+    fn event(&mut self, e: &sse::SseEvent) -> Vec<Result<ProviderEvent, ProviderError>> {
+        self.chunk(&e.data)
+    }
+
+    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>> {
+        self.finish()
+    }
 }
 
 impl Decoder {
@@ -197,46 +206,9 @@ impl Provider for OpenAi {
             if let Some(key) = &self.api_key {
                 http = http.bearer_auth(key);
             }
-            let resp = super::send(http, self.key_env.as_deref()).await?;
-            let mut decoder = Decoder::default();
-            let events = sse::events(resp);
-            let stream = async_stream(events, move |item| match item {
-                Some(Ok(e)) => decoder.chunk(&e.data),
-                Some(Err(e)) => vec![Err(e)],
-                None => decoder.finish(),
-            });
-            Ok(stream)
+            sse::answer(http, self.key_env.as_deref(), Decoder::default()).await
         })
     }
-}
-
-/// Maps a stream of SSE events through `f` (called with `None` once at the end), flattening
-/// the results, and stops after the first error.
-pub(super) fn async_stream<S, F>(events: S, mut f: F) -> EventStream
-where
-    S: futures::Stream<Item = Result<sse::SseEvent, ProviderError>> + Send + 'static,
-    F: FnMut(
-            Option<Result<sse::SseEvent, ProviderError>>,
-        ) -> Vec<Result<ProviderEvent, ProviderError>>
-        + Send
-        + 'static,
-{
-    let events = events
-        .map(Some)
-        .chain(futures::stream::once(async { None }));
-    let mut failed = false;
-    events
-        .flat_map(move |item| {
-            if failed {
-                return futures::stream::iter(Vec::new());
-            }
-            let out = f(item);
-            if out.iter().any(|r| r.is_err()) {
-                failed = true;
-            }
-            futures::stream::iter(out)
-        })
-        .boxed()
 }
 
 #[cfg(test)]

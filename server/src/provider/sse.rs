@@ -3,7 +3,7 @@
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 
-use super::ProviderError;
+use super::{EventStream, ProviderError, ProviderEvent};
 
 /// The most one event may hold: past it the stream is garbage (or a runaway), not an answer.
 pub const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
@@ -12,6 +12,41 @@ pub const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 pub struct SseEvent {
     pub event: String,
     pub data: String,
+}
+
+/// A wire format's reading of SSE events into provider events.
+pub trait Decode: Send + 'static {
+    fn event(&mut self, e: &SseEvent) -> Vec<Result<ProviderEvent, ProviderError>>;
+    /// At the end of the stream: the finish, or the error that it came too early.
+    fn finish(&mut self) -> Vec<Result<ProviderEvent, ProviderError>>;
+}
+
+/// Sends a streaming request and reads its answer with `decoder`; the stream stops after
+/// the first error.
+pub async fn answer(
+    http: reqwest::RequestBuilder,
+    key_env: Option<&str>,
+    mut decoder: impl Decode,
+) -> Result<EventStream, ProviderError> {
+    let resp = super::send(http, key_env).await?;
+    let events = events(resp)
+        .map(Some)
+        .chain(futures::stream::once(async { None }));
+    let mut failed = false;
+    Ok(events
+        .flat_map(move |item| {
+            if failed {
+                return futures::stream::iter(Vec::new());
+            }
+            let out = match item {
+                Some(Ok(e)) => decoder.event(&e),
+                Some(Err(e)) => vec![Err(e)],
+                None => decoder.finish(),
+            };
+            failed = out.iter().any(|r| r.is_err());
+            futures::stream::iter(out)
+        })
+        .boxed())
 }
 
 pub fn events(

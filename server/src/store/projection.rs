@@ -43,24 +43,12 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 params![sid, workspace, title, at],
             )?;
         }
-        Event::SessionRenamed { title } => {
-            tx.execute(
-                "UPDATE session SET title = ?2, updated_at = ?3 WHERE id = ?1",
-                params![sid, title, at],
-            )?;
-        }
+        // One column of the session row, and its update time.
+        Event::SessionRenamed { title } => set_session_column(tx, "title", sid, title, at)?,
         Event::SessionStatus { status } => {
-            tx.execute(
-                "UPDATE session SET status = ?2, updated_at = ?3 WHERE id = ?1",
-                params![sid, status, at],
-            )?;
+            set_session_column(tx, "status", sid, status.as_str(), at)?
         }
-        Event::SessionModeSet { mode } => {
-            tx.execute(
-                "UPDATE session SET mode = ?2, updated_at = ?3 WHERE id = ?1",
-                params![sid, mode, at],
-            )?;
-        }
+        Event::SessionModeSet { mode } => set_session_column(tx, "mode", sid, mode, at)?,
         Event::SessionDeleted => {
             for table in [
                 "recall",
@@ -284,6 +272,21 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// `column` is one of the session table's own names, never input.
+fn set_session_column(
+    tx: &Transaction<'_>,
+    column: &'static str,
+    sid: Option<&str>,
+    value: &str,
+    at: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        &format!("UPDATE session SET {column} = ?2, updated_at = ?3 WHERE id = ?1"),
+        params![sid, value, at],
+    )?;
     Ok(())
 }
 
