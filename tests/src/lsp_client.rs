@@ -239,6 +239,13 @@ impl LspClient {
             .collect()
     }
 
+    /// Tells the server the document's whole new text (`textDocument/didChange`).
+    pub async fn change_document(&self, uri: &str, version: i32, text: &str) {
+        let params = serde_json::json!({"textDocument": {"uri": uri, "version": version},
+            "contentChanges": [{"text": text}]});
+        self.notify("textDocument/didChange", params).await;
+    }
+
     /// The code actions on `line`, columns `start..end`, of `uri` (no diagnostics).
     pub async fn code_actions(&self, uri: &str, line: u32, start: u32, end: u32) -> Vec<Value> {
         let range = serde_json::json!({"start": {"line": line, "character": start},

@@ -284,8 +284,11 @@ async fn a_helix_like_client_works_through_code_actions_progress_and_messages() 
     // Undo through the code action: the editor applied the edit, and the revert comes back
     // as another edit of the open buffer.
     client
-        .notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 2},
-            "contentChanges": [{"text": "pub fn answer() -> u32 {\n    // AGENT: make the answer 42\n    42\n}\n"}]}))
+        .change_document(
+            &uri,
+            2,
+            "pub fn answer() -> u32 {\n    // AGENT: make the answer 42\n    42\n}\n",
+        )
         .await;
     // (The turn's task winds down just after the idle status: until then "cancel" is
     // offered instead.)
@@ -558,11 +561,7 @@ async fn undo_and_redo_of_an_edit_in_an_open_buffer_go_through_the_editor() {
     client.wait_for("workspace/applyEdit", |_| true).await;
     // The editor applies the edit to its buffer and tells the server (unsaved).
     client
-        .notify(
-            "textDocument/didChange",
-            json!({"textDocument": {"uri": uri, "version": 2},
-            "contentChanges": [{"text": "pub fn answer() -> u32 {\n    42\n}\n"}]}),
-        )
+        .change_document(&uri, 2, "pub fn answer() -> u32 {\n    42\n}\n")
         .await;
     client
         .wait_for("agent/update", |u| {
@@ -592,11 +591,7 @@ async fn undo_and_redo_of_an_edit_in_an_open_buffer_go_through_the_editor() {
         "disk untouched"
     );
     client
-        .notify(
-            "textDocument/didChange",
-            json!({"textDocument": {"uri": uri, "version": 3},
-            "contentChanges": [{"text": "pub fn answer() -> u32 {\n    41\n}\n"}]}),
-        )
+        .change_document(&uri, 3, "pub fn answer() -> u32 {\n    41\n}\n")
         .await;
     client
         .request("agent/redo", json!({"sessionId": sid}))
@@ -797,11 +792,7 @@ async fn undo_and_redo_after_an_edit_the_editor_applied_but_never_reported() {
     );
     // The editor's late didChange (with its own version) is the truth from then on.
     client
-        .notify(
-            "textDocument/didChange",
-            json!({"textDocument": {"uri": uri, "version": 5},
-            "contentChanges": [{"text": "pub fn answer() -> u32 {\n    42\n}\n"}]}),
-        )
+        .change_document(&uri, 5, "pub fn answer() -> u32 {\n    42\n}\n")
         .await;
     client
         .request("agent/undo", json!({"sessionId": sid}))
