@@ -36,12 +36,6 @@ macro_rules! vocabulary {
             }
         }
 
-        impl From<$name> for String {
-            fn from(v: $name) -> String {
-                v.as_str().to_string()
-            }
-        }
-
         impl rusqlite::types::ToSql for $name {
             fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
                 Ok(self.as_str().into())
@@ -62,12 +56,6 @@ macro_rules! vocabulary {
         impl PartialEq<$name> for String {
             fn eq(&self, other: &$name) -> bool {
                 self == other.as_str()
-            }
-        }
-
-        impl PartialEq<$name> for Option<String> {
-            fn eq(&self, other: &$name) -> bool {
-                self.as_deref() == Some(other.as_str())
             }
         }
     };

@@ -69,16 +69,12 @@ impl Agent {
             let mut writer = AnswerWriter::new(self, sid, message_id, step.estimate);
             let error = match self.attempt(&mut writer, step, cancel).await {
                 Attempt::Finished => {
-                    return match writer.close(PartStatus::Completed) {
-                        Ok(()) => Ok(writer.into_answer()),
-                        Err(e) => Err(self.fail(sid, e.to_string()).into()),
-                    };
+                    writer.close_or_fail(PartStatus::Completed)?;
+                    return Ok(writer.into_answer());
                 }
                 Attempt::Cancelled => {
-                    return match writer.close(PartStatus::Interrupted) {
-                        Ok(()) => Err(TurnOutcome::cancelled().into()),
-                        Err(e) => Err(self.fail(sid, e.to_string()).into()),
-                    };
+                    writer.close_or_fail(PartStatus::Interrupted)?;
+                    return Err(TurnOutcome::cancelled().into());
                 }
                 Attempt::Unrecorded(e) => return Err(self.fail(sid, e.to_string()).into()),
                 Attempt::Failed(e) => e,
@@ -86,9 +82,7 @@ impl Agent {
             let had_output = writer.had_output();
             if let Some(wait) = retry_wait(&error, had_output, attempt) {
                 attempt += 1;
-                if let Err(e) = writer.close(PartStatus::Error) {
-                    return Err(self.fail(sid, e.to_string()).into());
-                }
+                writer.close_or_fail(PartStatus::Error)?;
                 self.editor.publish(Update::Retry {
                     session_id: sid.into(),
                     attempt,
@@ -105,9 +99,7 @@ impl Agent {
             } else {
                 PartStatus::Error
             };
-            if let Err(e) = writer.close(status) {
-                return Err(self.fail(sid, e.to_string()).into());
-            }
+            writer.close_or_fail(status)?;
             if may_retry_smaller
                 && !had_output
                 && matches!(error, ProviderError::ContextOverflow { .. })
@@ -407,6 +399,12 @@ impl<'a> AnswerWriter<'a> {
             });
         }
         self.flush()
+    }
+
+    /// [`close`](Self::close), where a record that cannot be written ends the turn.
+    fn close_or_fail(&mut self, status: PartStatus) -> Result<(), Interrupt> {
+        self.close(status)
+            .map_err(|e| self.agent.fail(self.sid, e.to_string()).into())
     }
 
     fn into_answer(self) -> Answer {

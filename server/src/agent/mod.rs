@@ -154,17 +154,12 @@ impl Agent {
             Ok::<_, crate::snapshot::SnapshotError>(id)
         })
         .await;
-        match result {
-            Ok(Ok(id)) => Some(id),
-            Ok(Err(e)) => {
-                tracing::warn!("snapshot failed: {e}");
-                None
-            }
-            Err(e) => {
-                tracing::warn!("snapshot failed: {e}");
-                None
-            }
-        }
+        let result = result
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        result
+            .inspect_err(|e| tracing::warn!("snapshot failed: {e}"))
+            .ok()
     }
 
     fn project(&self) -> String {

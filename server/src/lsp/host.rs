@@ -214,7 +214,8 @@ impl AgentHost {
             .any(|(_, r)| r.session_id.as_deref() == Some(sid))
         {
             SessionStatus::Waiting
-        } else if self.is_running(sid) && stored == SessionStatus::Busy.as_str() {
+        } else if self.is_running(sid) && SessionStatus::parse(stored) == Some(SessionStatus::Busy)
+        {
             SessionStatus::Busy
         } else {
             SessionStatus::Idle

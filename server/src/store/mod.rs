@@ -343,10 +343,11 @@ impl Store {
                     // A kind or status a newer agent-lsp wrote: the part is left out.
                     let kind = PartKind::parse(&r.get::<_, String>(1)?);
                     let status = r.get::<_, Option<String>>(3)?;
-                    Ok(kind.map(|kind| PartView {
-                        part_id: r.get(0).unwrap_or_default(),
+                    let Some(kind) = kind else { return Ok(None) };
+                    Ok(Some(PartView {
+                        part_id: r.get(0)?,
                         kind,
-                        data: json_column(r.get::<_, String>(2).unwrap_or_default()),
+                        data: json_column(r.get::<_, String>(2)?),
                         status: status.as_deref().and_then(PartStatus::parse),
                     }))
                 })?;
