@@ -97,14 +97,109 @@ pub struct ConfigLayer {
     /// never more than half the window).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
-    /// How many tokens at the end of a conversation compaction keeps verbatim (8,000).
+    /// The model of the observer and reflector calls (default: the session's model).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub compact_keep_tokens: Option<u32>,
+    pub distill_model: Option<String>,
+    /// How many undistilled messages make a distillation due after a turn (8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distill_min_messages: Option<u32>,
+    /// The most messages one observer call distils (50).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distill_max_segment: Option<u32>,
+    /// How a request shares the model's window, as fractions of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_budget: Option<BudgetLayer>,
+    /// The session state file, relative to the workspace (`.agent-lsp/STATE.md`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_file: Option<PathBuf>,
+}
+
+/// The shares of the window, each optional in a layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetLayer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distilled: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<f64>,
+}
+
+/// How a request shares the window: the distilled prefix, the raw recent messages, the
+/// answer's reserve, and long-term knowledge (the stable prefix: instructions, memory).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Budget {
+    pub distilled: f64,
+    pub raw: f64,
+    pub output: f64,
+    pub knowledge: f64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            distilled: 0.25,
+            raw: 0.40,
+            output: 0.25,
+            knowledge: 0.10,
+        }
+    }
+}
+
+impl Budget {
+    fn from_layer(layer: Option<BudgetLayer>) -> Self {
+        let d = Self::default();
+        let l = layer.unwrap_or_default();
+        let b = Self {
+            distilled: l.distilled.unwrap_or(d.distilled),
+            raw: l.raw.unwrap_or(d.raw),
+            output: l.output.unwrap_or(d.output),
+            knowledge: l.knowledge.unwrap_or(d.knowledge),
+        };
+        // Shares that add up to more than the window are scaled down to fit it.
+        let sum = b.distilled + b.raw + b.output + b.knowledge;
+        if sum <= 1.0 + 1e-9 {
+            return b;
+        }
+        tracing::warn!("context_budget adds up to {sum:.2} of the window: scaled to 1.0");
+        Self {
+            distilled: b.distilled / sum,
+            raw: b.raw / sum,
+            output: b.output / sum,
+            knowledge: b.knowledge / sum,
+        }
+    }
 }
 
 impl ConfigLayer {
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+        let layer: Self = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+        layer.validate()
+    }
+
+    /// Values serde cannot check: the budget's shares.
+    fn validate(self) -> Result<Self, String> {
+        if let Some(b) = &self.context_budget {
+            let shares = [
+                ("distilled", b.distilled),
+                ("raw", b.raw),
+                ("output", b.output),
+                ("knowledge", b.knowledge),
+            ];
+            for (name, share) in shares {
+                if let Some(v) = share
+                    && !(v > 0.0 && v < 1.0)
+                {
+                    return Err(format!(
+                        "context_budget.{name} = {v}: a share of the window is between 0 and 1"
+                    ));
+                }
+            }
+        }
+        Ok(self)
     }
 
     /// Client settings. `null` is an empty layer; settings nested under an `agent-lsp` key
@@ -118,7 +213,8 @@ impl ConfigLayer {
                 .unwrap_or(value),
             _ => value,
         };
-        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+        let layer: Self = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+        layer.validate()
     }
 
     /// `other` on top of `self`: its set keys win; permission maps merge per key.
@@ -142,8 +238,18 @@ impl ConfigLayer {
             webfetch_allow_hosts,
             context_window,
             max_output_tokens,
-            compact_keep_tokens
+            distill_model,
+            distill_min_messages,
+            distill_max_segment,
+            state_file
         );
+        if let Some(b) = &other.context_budget {
+            let merged = self.context_budget.get_or_insert_with(BudgetLayer::default);
+            merged.distilled = b.distilled.or(merged.distilled);
+            merged.raw = b.raw.or(merged.raw);
+            merged.output = b.output.or(merged.output);
+            merged.knowledge = b.knowledge.or(merged.knowledge);
+        }
         if let Some(rules) = &other.permission {
             let merged = self.permission.get_or_insert_with(BTreeMap::new);
             for (key, rule) in rules {
@@ -169,7 +275,12 @@ pub struct Config {
     pub webfetch_allow_hosts: Vec<String>,
     pub context_window: Option<u32>,
     pub max_output_tokens: Option<u32>,
-    pub compact_keep_tokens: Option<u32>,
+    pub distill_model: Option<String>,
+    pub distill_min_messages: u32,
+    pub distill_max_segment: u32,
+    pub budget: Budget,
+    /// Relative to the workspace.
+    pub state_file: PathBuf,
 }
 
 impl Default for Config {
@@ -205,7 +316,13 @@ impl Config {
             webfetch_allow_hosts: layer.webfetch_allow_hosts.unwrap_or_default(),
             context_window: layer.context_window,
             max_output_tokens: layer.max_output_tokens,
-            compact_keep_tokens: layer.compact_keep_tokens,
+            distill_model: layer.distill_model,
+            distill_min_messages: layer.distill_min_messages.unwrap_or(8).max(1),
+            distill_max_segment: layer.distill_max_segment.unwrap_or(50).max(1),
+            budget: Budget::from_layer(layer.context_budget),
+            state_file: layer
+                .state_file
+                .unwrap_or_else(|| PathBuf::from(".agent-lsp/STATE.md")),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod frontmatter;
 pub mod hash;
 pub mod logging;
 pub mod lsp;
+pub mod markdown;
 pub mod memory;
 pub mod paths;
 pub mod permission;

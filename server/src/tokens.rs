@@ -94,29 +94,40 @@ pub fn estimate_request(request: &ChatRequest) -> usize {
 
 fn count_request_with(request: &ChatRequest, count: fn(&str) -> usize) -> usize {
     let mut n = request.system.iter().map(|s| count(s)).sum::<usize>();
-    for m in &request.messages {
-        n += PER_MESSAGE
-            + match m {
-                ChatMessage::User { text } => count(text),
-                ChatMessage::Assistant {
-                    text,
-                    reasoning,
-                    tool_calls,
-                } => {
-                    count(text)
-                        + reasoning.as_ref().map_or(0, |(r, _)| count(r))
-                        + tool_calls
-                            .iter()
-                            .map(|c| count(&c.name) + count(&c.arguments) + PER_MESSAGE)
-                            .sum::<usize>()
-                }
-                ChatMessage::ToolResult { content, .. } => count(content),
-            };
-    }
+    n += request
+        .messages
+        .iter()
+        .map(|m| count_message_with(m, count))
+        .sum::<usize>();
     for t in &request.tools {
         n += count(&t.name) + count(&t.description) + count(&t.parameters.to_string());
     }
     n
+}
+
+/// One message of a request by the [`estimate`].
+pub fn estimate_message(message: &ChatMessage) -> usize {
+    count_message_with(message, estimate)
+}
+
+fn count_message_with(message: &ChatMessage, count: fn(&str) -> usize) -> usize {
+    PER_MESSAGE
+        + match message {
+            ChatMessage::User { text } => count(text),
+            ChatMessage::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+            } => {
+                count(text)
+                    + reasoning.as_ref().map_or(0, |(r, _)| count(r))
+                    + tool_calls
+                        .iter()
+                        .map(|c| count(&c.name) + count(&c.arguments) + PER_MESSAGE)
+                        .sum::<usize>()
+            }
+            ChatMessage::ToolResult { content, .. } => count(content),
+        }
 }
 
 /// The provider's count over ours, from the session's latest usage part for `model` that

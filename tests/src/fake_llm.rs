@@ -26,8 +26,12 @@ pub enum Format {
 /// One received request, as recorded.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Recorded {
-    /// Which turn answered it (0-based); `null` once the script was exhausted.
+    /// Which turn answered it (0-based); `null` once the script was exhausted or when a
+    /// side turn answered.
     pub turn: Option<usize>,
+    /// Which side turn answered it, if one did.
+    #[serde(default)]
+    pub side: Option<usize>,
     pub path: String,
     pub body: Value,
     /// Why the request was answered with an error by the fake itself (failed expect,
@@ -92,6 +96,7 @@ async fn requests(State(state): State<AppState>) -> impl IntoResponse {
 fn refused(shared: &mut Shared, path: String, body: Value, error: String) {
     let rec = Recorded {
         turn: None,
+        side: None,
         path,
         body,
         error: Some(error),
@@ -141,40 +146,64 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
                 return overflow_response(shared.format, &reason);
             }
         }
-        let index = shared.next_turn;
-        let Some(turn) = shared.script.turns.get(index).cloned() else {
-            refused(&mut shared, path, body_value, "script exhausted".into());
-            let format = shared.format;
-            return error_response(format, 500, "api_error", "script exhausted", None);
-        };
-        shared.next_turn += 1;
-        let failed = turn.expect.as_ref().and_then(|e| e.check(&body_value));
-        record(
-            &mut shared,
-            Recorded {
-                received_unix_us: 0,
-                turn: Some(index),
-                path,
-                body: body_value.clone(),
-                error: failed.clone(),
-            },
-        );
-        if let Some(reason) = failed {
-            let format = shared.format;
-            return error_response(
-                format,
-                500,
-                "api_error",
-                &format!("expect failed: {reason}"),
-                None,
+        if let Some((side, turn)) = shared.script.side_turn(&body_value) {
+            let turn = turn.clone();
+            record(
+                &mut shared,
+                Recorded {
+                    received_unix_us: 0,
+                    turn: None,
+                    side: Some(side),
+                    path,
+                    body: body_value.clone(),
+                    error: None,
+                },
             );
+            // Side answers number their calls apart from the turns'.
+            let index = 100_000 + side;
+            (
+                shared.format,
+                index,
+                turn,
+                (shared.script.clone(), body_value),
+            )
+        } else {
+            let index = shared.next_turn;
+            let Some(turn) = shared.script.turns.get(index).cloned() else {
+                refused(&mut shared, path, body_value, "script exhausted".into());
+                let format = shared.format;
+                return error_response(format, 500, "api_error", "script exhausted", None);
+            };
+            shared.next_turn += 1;
+            let failed = turn.expect.as_ref().and_then(|e| e.check(&body_value));
+            record(
+                &mut shared,
+                Recorded {
+                    received_unix_us: 0,
+                    turn: Some(index),
+                    side: None,
+                    path,
+                    body: body_value.clone(),
+                    error: failed.clone(),
+                },
+            );
+            if let Some(reason) = failed {
+                let format = shared.format;
+                return error_response(
+                    format,
+                    500,
+                    "api_error",
+                    &format!("expect failed: {reason}"),
+                    None,
+                );
+            }
+            (
+                shared.format,
+                index,
+                turn,
+                (shared.script.clone(), body_value),
+            )
         }
-        (
-            shared.format,
-            index,
-            turn,
-            (shared.script.clone(), body_value),
-        )
     };
     let (script, request) = script;
     let fault = turn.fault.clone().unwrap_or_default();

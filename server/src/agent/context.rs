@@ -1,5 +1,7 @@
-//! The request of each step: the mode's system prompt and the baseline note (the stable
-//! prefix), then the session's messages as stored, then the tools.
+//! The request of each step, by the gradient: the stable prefix (the mode's system prompt
+//! and the baseline note), the distilled prefix, the raw recent messages as stored, the
+//! tools — with the answer's reserve left free. Each part has its share of the window
+//! (`context_budget`); what still does not fit degrades to stubs.
 
 use super::{Agent, AgentError, Result};
 use crate::provider::{ChatMessage, ChatRequest, ToolCallMsg};
@@ -75,44 +77,68 @@ pub fn project_messages(messages: &[MessageView]) -> Vec<ChatMessage> {
     out
 }
 
-/// A step's request, and whether it would overflow the model's usable window (by the
-/// calibrated token estimate), in which case the loop compacts first.
+/// A step's request and how it sits in the window (by the calibrated token estimate).
 pub struct StepRequest {
     pub request: ChatRequest,
     /// Our token estimate of the request (uncalibrated; stored beside the provider's).
     pub estimate: usize,
+    /// The whole request is over the input budget.
     pub over_budget: bool,
-    /// How many tool outputs of the current turn it shows as stubs.
+    /// The raw messages are over their share, or the whole is over: the cut should move.
+    pub needs_cut: bool,
+    /// How many tokens the raw messages may take after a cut moves (half their share: room
+    /// to grow before the next one).
+    pub raw_target: usize,
+    /// How many tool outputs it shows as stubs.
     pub stubbed: usize,
 }
 
-/// The messages a request shows: all of them, or after a compaction the checkpoint and
-/// the messages kept verbatim.
-fn shown_messages(all: &[MessageView], epoch: Option<&crate::store::Epoch>) -> Vec<ChatMessage> {
-    let mut messages = Vec::new();
-    let mut shown = all;
-    if let Some(epoch) = epoch
-        && let (Some(summary), Some(first)) = (&epoch.summary, &epoch.first_kept)
-    {
-        let from = all
-            .iter()
-            .position(|m| &m.message_id == first)
-            .unwrap_or(all.len());
-        shown = &all[from..];
-        messages.push(ChatMessage::User {
-            text: checkpoint_message(summary),
-        });
-    }
-    messages.extend(project_messages(shown));
-    messages
+/// The window's shares in tokens: the input budget (the window less the answer's reserve)
+/// and the raw messages' share.
+pub struct Shares {
+    pub input: u32,
+    pub raw: usize,
 }
 
-/// The request of the next step. With `squeeze`, the tool outputs of the current turn
-/// become loss-annotated stubs, oldest first, until the (calibrated) estimate is within that
-/// fraction of the usable window: a single long task then fits although compaction has
-/// nothing to fold. The prompt itself stays verbatim; whole outputs stay in the log and in
-/// the tool-output folder, where the stub says they are. Oldest first keeps the request's
-/// prefix stable from one step to the next (the stubbed set only grows).
+pub fn shares(agent: &Agent) -> Shares {
+    let limits = agent.limits();
+    let budget = agent.config.budget;
+    let window = f64::from(limits.context_window);
+    let reserve = (budget.output * window).max(f64::from(limits.max_output_tokens));
+    Shares {
+        input: (window - reserve).max(0.0) as u32,
+        raw: (budget.raw * window) as usize,
+    }
+}
+
+/// The raw messages a request shows: all of them, or from the context's cut on — with the
+/// prompt of the turn the cut falls in, verbatim, when it falls after it.
+fn shown_messages(all: &[MessageView], epoch: Option<&crate::store::Epoch>) -> Vec<ChatMessage> {
+    let from = epoch
+        .and_then(|e| e.first_kept.as_ref())
+        .map_or(0, |first| {
+            all.iter()
+                .position(|m| &m.message_id == first)
+                .unwrap_or(all.len())
+        });
+    let mut shown: Vec<MessageView> = Vec::new();
+    if from < all.len()
+        && all[from].role != "user"
+        && let Some(prompt) = all[..from].iter().rposition(|m| m.role == "user")
+    {
+        shown.push(all[prompt].clone());
+    }
+    shown.extend_from_slice(&all[from.min(all.len())..]);
+    project_messages(&shown)
+}
+
+/// The request of the next step: the stable prefix (the mode's prompt, the baseline), the
+/// distilled prefix of the context (once its cut has moved), the raw messages, the tools.
+/// With `squeeze`, tool outputs become loss-annotated stubs, oldest first (earlier turns',
+/// then this turn's), until the (calibrated) estimate is within that fraction of the input
+/// budget. The prompt itself stays verbatim; whole outputs stay in the log and in the
+/// tool-output folder, where the stub says they are. Oldest first keeps the request's prefix
+/// stable from one step to the next (the stubbed set only grows).
 pub fn build_request(
     agent: &Agent,
     sid: &str,
@@ -134,12 +160,11 @@ pub fn build_request(
         .clone()
         .unwrap_or_else(|| agent.config.mode.clone());
     let mut system = vec![super::prompts::system(&mode)];
-    system.extend(epoch.as_ref().map(|e| e.baseline.clone()));
+    if let Some(epoch) = &epoch {
+        system.push(epoch.baseline.clone());
+        system.extend(epoch.summary.clone());
+    }
     let mut messages = shown_messages(&view.messages, epoch.as_ref());
-    let turn_start = messages
-        .iter()
-        .rposition(|m| matches!(m, ChatMessage::User { .. }))
-        .unwrap_or(0);
     let tools = if last_step {
         messages.push(ChatMessage::User {
             text: WRAP_UP.into(),
@@ -149,7 +174,8 @@ pub fn build_request(
         agent.registry.definitions(ctx)
     };
     let limits = agent.limits();
-    let request = ChatRequest {
+    let shares = shares(agent);
+    let mut request = ChatRequest {
         model: agent.model(),
         system,
         messages,
@@ -159,25 +185,26 @@ pub fn build_request(
     let usage = view.messages.iter().flat_map(|m| &m.parts);
     let usage = usage.filter(|p| p.kind == PartKind::Usage).map(|p| &p.data);
     let calibration = crate::tokens::calibration(usage, &request.model);
-    let mut request = request;
     let mut stubbed = 0;
     if let Some(fraction) = squeeze {
-        let target = f64::from(limits.usable_input()) * fraction;
+        let target = f64::from(shares.input) * fraction;
         let total = crate::tokens::estimate_request(&request);
-        stubbed = stub_outputs(
-            &mut request.messages[turn_start..],
-            calibration,
-            target,
-            total,
-        );
+        stubbed = stub_outputs(&mut request.messages, calibration, target, total);
         if stubbed > 0 {
-            tracing::info!(session = %sid, stubbed, "older tool outputs of this turn shown as stubs");
+            tracing::info!(session = %sid, stubbed, "older tool outputs shown as stubs");
         }
     }
-    let (over_budget, estimate) =
-        crate::tokens::over_budget(&request, calibration, limits.usable_input());
+    let (over_budget, estimate) = crate::tokens::over_budget(&request, calibration, shares.input);
+    let raw: usize = request
+        .messages
+        .iter()
+        .map(crate::tokens::estimate_message)
+        .sum();
+    let raw = (raw as f64 * calibration.unwrap_or(1.0)) as usize;
     Ok(StepRequest {
         over_budget,
+        needs_cut: over_budget || raw > shares.raw,
+        raw_target: shares.raw / 2,
         estimate,
         request,
         stubbed,
@@ -208,27 +235,18 @@ fn stub_outputs(
         else {
             continue;
         };
-        if content.chars().count() <= super::compaction::STUB_OVER_CHARS {
+        if content.chars().count() <= super::distill::STUB_OVER_CHARS {
             continue;
         }
         let whereabouts = match crate::tools::truncate::keep_whole(content, &dir, call_id) {
             Ok(path) => format!("in {} (read it with offset/limit)", path.display()),
             Err(_) => "in the session log".to_string(),
         };
-        let stub = super::compaction::stub(name, content, !*is_error, &whereabouts);
+        let stub = super::distill::stub(name, content, !*is_error, &whereabouts);
         total =
             total.saturating_sub(crate::tokens::estimate(content)) + crate::tokens::estimate(&stub);
         *content = stub;
         stubbed += 1;
     }
     stubbed
-}
-
-/// The summary of folded messages as the model reads it.
-pub fn checkpoint_message(summary: &str) -> String {
-    format!(
-        "<conversation-checkpoint>\nThe conversation so far was compacted into this checkpoint; \
-         the full record stays searchable with the recall tool.\n\n{}\n</conversation-checkpoint>",
-        summary.trim()
-    )
 }

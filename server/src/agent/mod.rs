@@ -9,13 +9,13 @@
 //!
 //! The parts: `admit.rs` (inbox, baseline, promotion), `turn.rs` (the steps of a turn),
 //! `answer.rs` (one streamed answer), `tool_call.rs` (one tool call), `revert.rs`,
-//! `compaction.rs`, `context.rs` (each step's request).
+//! `distill.rs` (observations and working contexts), `context.rs` (each step's request).
 
 mod admit;
 mod answer;
 pub mod baseline;
-pub mod compaction;
 mod context;
+pub mod distill;
 pub mod error;
 pub mod prompts;
 pub mod revert;
@@ -75,6 +75,8 @@ pub struct Agent {
     /// admitted: a prompt sent while a redo is still restoring files would otherwise commit
     /// the revert the redo is about to clear (and delete the messages it brings back).
     revert_guard: tokio::sync::Mutex<()>,
+    /// One distillation at a time per session (see `distill.rs`).
+    distilling: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Agent {
@@ -94,6 +96,7 @@ impl Agent {
             editor,
             snapshots: std::sync::OnceLock::new(),
             revert_guard: tokio::sync::Mutex::new(()),
+            distilling: Mutex::default(),
         }
     }
 

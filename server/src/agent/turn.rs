@@ -1,5 +1,5 @@
-//! The steps of one turn: each step snapshots the tree, asks the model (compacting or
-//! squeezing what does not fit), runs the tools the answer calls and records what changed.
+//! The steps of one turn: each step snapshots the tree, asks the model (moving the
+//! context's cut or squeezing what does not fit), runs the tools the answer calls and records what changed.
 
 use std::path::{Path, PathBuf};
 
@@ -235,10 +235,11 @@ impl Agent {
         self.append(sid, vec![event])
     }
 
-    /// One step's answer. A request over the model's usable window is compacted first (older
-    /// turns fold into a checkpoint); what still does not fit — the current turn's own tool
-    /// outputs — is squeezed (older outputs as stubs). A provider's context-overflow error
-    /// compacts or squeezes harder and asks again, up to [`SQUEEZE`]'s last level.
+    /// One step's answer. When the raw messages outgrow their share (or the request its
+    /// budget), the context's cut moves forward first (what it leaves behind is distilled);
+    /// what still does not fit is squeezed (older tool outputs as stubs). A provider's
+    /// context-overflow error moves the cut or squeezes harder and asks again, up to
+    /// [`SQUEEZE`]'s last level.
     async fn answer_step(
         &self,
         sid: &str,
@@ -246,7 +247,7 @@ impl Agent {
         ctx: &ToolContext,
         last: bool,
     ) -> std::result::Result<Answer, TurnOutcome> {
-        let mut compacted = false;
+        let mut cut_tried = false;
         // The index into SQUEEZE of the fraction in force, if any.
         let mut squeeze: Option<usize> = None;
         // After an overflow: its message and how many outputs the request had as stubs.
@@ -254,11 +255,10 @@ impl Agent {
         loop {
             let step = context::build_request(self, sid, ctx, last, squeeze.map(|i| SQUEEZE[i]))
                 .map_err(|e| self.fail(sid, e.to_string()))?;
-            if step.over_budget && !compacted {
-                compacted = true;
-                match self.compact(sid).await {
-                    Ok(_) => continue,
-                    Err(e) => tracing::info!(session = %sid, "compaction before a step: {e}"),
+            if step.needs_cut && !cut_tried {
+                cut_tried = true;
+                if self.try_cut(sid, step.raw_target).await {
+                    continue;
                 }
             }
             if step.over_budget && squeeze.is_none() {
@@ -280,18 +280,29 @@ impl Agent {
                 Err(Interrupt::Outcome(outcome)) => return Err(outcome),
                 Err(Interrupt::Overflow(error)) => error,
             };
-            if !compacted {
-                compacted = true;
-                match self.compact(sid).await {
-                    Ok(_) => continue,
-                    Err(why) => tracing::info!(session = %sid, "{error}; compaction: {why}"),
+            if !cut_tried {
+                cut_tried = true;
+                if self.try_cut(sid, step.raw_target / 2).await {
+                    continue;
                 }
             }
             // Our estimate said it fits, so squeeze below it (may_retry promised a tighter
             // level).
             squeeze = Some(squeeze.map_or(1, |i| i + 1));
-            tracing::info!(session = %sid, "{error}; squeezing this turn's tool outputs");
+            tracing::info!(session = %sid, "{error}; squeezing the tool outputs");
             overflowed = Some((error, step.stubbed));
+        }
+    }
+
+    /// Moves the context's cut; whether it moved. A distillation that fails leaves the cut
+    /// where it was (the request is squeezed instead).
+    async fn try_cut(&self, sid: &str, target: usize) -> bool {
+        match self.advance_cut(sid, target).await {
+            Ok(moved) => moved,
+            Err(e) => {
+                tracing::warn!(session = %sid, "the context's cut cannot move: {e}");
+                false
+            }
         }
     }
 }
@@ -317,8 +328,8 @@ fn step_started(message_id: &str, step: u32, model: &str, snapshot: &Option<Stri
 /// The error that ends a turn which does not fit however it is cut.
 pub(super) fn overflow_message(error: &str) -> String {
     format!(
-        "{error}. The conversation does not fit the model's context window even after \
-         compaction and with this turn's tool outputs as stubs; start a new session, or set \
+        "{error}. The conversation does not fit the model's context window even with its \
+         older part distilled and its tool outputs as stubs; start a new session, or set \
          context_window to what the model really takes."
     )
 }

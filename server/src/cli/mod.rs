@@ -89,8 +89,8 @@ pub enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Fold the session's older messages into a checkpoint the model writes (the log keeps
-    /// them); the next request starts from it.
+    /// Distil the session now: observe every undistilled message, consolidate if due, and
+    /// start a context whose raw part is the latest turn (the log keeps everything).
     Compact {
         id: String,
         #[arg(long)]

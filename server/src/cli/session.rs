@@ -160,15 +160,26 @@ async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32
             let (mut agent, sid) = agent_for(store, &id)?;
             match crate::provider::from_config(agent.config()) {
                 Ok(p) => agent.set_provider(Arc::from(p)),
-                Err(e) => return fail(format!("compaction needs the model: {e}")),
+                Err(e) => return fail(format!("distillation needs the model: {e}")),
             }
-            match agent.compact(&sid).await {
-                Ok(c) => {
+            match agent.distill_now(&sid).await {
+                Ok(r) => {
+                    let current = r.distillations.iter().filter(|d| !d.archived);
                     let text = format!(
-                        "folded {} message(s) into a checkpoint, kept {}:\n\n{}",
-                        c.folded_messages, c.kept_messages, c.summary
+                        "observed {} message(s){}; the next request shows {} raw:\n\n{}",
+                        r.observed_messages,
+                        if r.reflected {
+                            ", consolidated the observations"
+                        } else {
+                            ""
+                        },
+                        r.kept_messages,
+                        current
+                            .map(|d| d.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n\n")
                     );
-                    report(json, crate::agent::compaction::to_json(&c), text)
+                    report(json, crate::agent::distill::to_json(&r), text)
                 }
                 Err(e) => fail(e.to_string()),
             }

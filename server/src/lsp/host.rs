@@ -180,6 +180,12 @@ impl AgentHost {
                     break;
                 }
             }
+            // Idle now: distil in the background if enough is undistilled (the editor is
+            // never kept waiting; a turn that needs the lock waits for this one).
+            match agent.distill_due(&sid).await {
+                Ok(_) => {}
+                Err(e) => tracing::warn!(session = %sid, "distillation after the turn: {e}"),
+            }
         });
     }
 
@@ -317,15 +323,16 @@ impl AgentHost {
         Ok(wire::RedoResult { files })
     }
 
-    /// `agent/compact`: refused while the session runs (the loop compacts by itself then).
+    /// `agent/compact`, "distil now": refused while the session runs (the loop distils by
+    /// itself then).
     pub async fn compact(&self, sid: &str) -> Result<wire::CompactResult> {
         if self.is_running(sid) {
             return Err(AgentError::Busy(
-                "the session is running; it compacts by itself when it needs to".into(),
+                "the session is running; it distils by itself when it needs to".into(),
             ));
         }
         let agent = self.current()?;
-        let done = agent.compact(sid).await?;
+        let done = agent.distill_now(sid).await?;
         Ok(done.into())
     }
 

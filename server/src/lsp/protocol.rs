@@ -59,7 +59,8 @@ request!(
     /// Ranked matches from the recall index.
     Search, "agent/search", SearchParams => Vec<SearchHit>);
 request!(
-    /// Folds the session's older messages into a checkpoint; refused while it runs.
+    /// Distils the session now: observes every undistilled message, consolidates if due,
+    /// and starts a context whose raw part is the latest turn; refused while it runs.
     Compact, "agent/compact", SessionParams => CompactResult);
 request!(
     /// The effective configuration and the layers it came from.
@@ -309,6 +310,8 @@ pub struct SessionHistory {
     pub pending_permissions: Vec<PendingPermission>,
     /// Whether a turn of the session runs in this server.
     pub running: bool,
+    /// Oldest first, archived ones too.
+    pub distillations: Vec<DistillationItem>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -331,9 +334,28 @@ pub struct RedoResult {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactResult {
-    pub folded_messages: usize,
+    /// Messages turned into observations by this call.
+    pub observed_messages: usize,
+    /// Whether the observations were consolidated into a working context.
+    pub reflected: bool,
+    /// Messages the next request shows raw.
     pub kept_messages: usize,
-    pub summary: String,
+    /// The session's distillations afterwards.
+    pub distillations: Vec<DistillationItem>,
+}
+
+/// A distillation: an observation log (`generation` 0) or a working context (1) that
+/// consolidated earlier ones, which are then `archived` (recall still finds them).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DistillationItem {
+    pub id: String,
+    pub generation: u32,
+    pub archived: bool,
+    pub text: String,
+    pub from_message_id: String,
+    pub to_message_id: String,
+    pub created_at: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -848,12 +870,27 @@ impl From<crate::agent::revert::RevertInfo> for RevertResult {
     }
 }
 
-impl From<crate::agent::compaction::Compacted> for CompactResult {
-    fn from(c: crate::agent::compaction::Compacted) -> Self {
+impl From<crate::agent::distill::Report> for CompactResult {
+    fn from(r: crate::agent::distill::Report) -> Self {
         Self {
-            folded_messages: c.folded_messages,
-            kept_messages: c.kept_messages,
-            summary: c.summary,
+            observed_messages: r.observed_messages,
+            reflected: r.reflected,
+            kept_messages: r.kept_messages,
+            distillations: r.distillations.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<crate::store::Distillation> for DistillationItem {
+    fn from(d: crate::store::Distillation) -> Self {
+        Self {
+            id: d.id,
+            generation: d.generation,
+            archived: d.archived,
+            text: d.text,
+            from_message_id: d.from_message_id,
+            to_message_id: d.to_message_id,
+            created_at: d.created_at,
         }
     }
 }
@@ -928,6 +965,7 @@ impl SessionHistory {
             todos: view.todos.into_iter().map(Todo::from).collect(),
             pending_permissions,
             running,
+            distillations: view.distillations.into_iter().map(Into::into).collect(),
         }
     }
 }

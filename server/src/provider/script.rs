@@ -13,7 +13,14 @@
 //!  "chunk_delay_ms": 0}
 //! ```
 //!
-//! Each request consumes the next turn.
+//! Each request consumes the next turn — unless it meets the `expect` of one of the `side`
+//! turns, which answer such requests (isolated calls like distillation, which come between
+//! the turns) as often as they come, without using a turn up:
+//!
+//! ```json
+//! {"side": [{"expect": {"system_contains": "observer"}, "reply": {"text": "- [10:00] [high] ..."}}],
+//!  "turns": [...]}
+//! ```
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,6 +29,9 @@ use serde_json::Value;
 #[serde(deny_unknown_fields)]
 pub struct Script {
     pub turns: Vec<Turn>,
+    /// Standing answers for requests that meet their `expect` (which each must have).
+    #[serde(default)]
+    pub side: Vec<Turn>,
     /// Pause between streamed chunks.
     #[serde(default)]
     pub chunk_delay_ms: u64,
@@ -150,7 +160,23 @@ pub struct Fault {
 
 impl Script {
     pub fn from_json(text: &str) -> Result<Self, String> {
-        serde_json::from_str(text).map_err(|e| format!("bad model script: {e}"))
+        let script: Self =
+            serde_json::from_str(text).map_err(|e| format!("bad model script: {e}"))?;
+        if let Some(i) = script.side.iter().position(|t| t.expect.is_none()) {
+            return Err(format!(
+                "bad model script: side turn {i} has no `expect` (it would answer everything)"
+            ));
+        }
+        Ok(script)
+    }
+
+    /// The side turn that answers `request`, with its index, if one does.
+    pub fn side_turn(&self, request: &Value) -> Option<(usize, &Turn)> {
+        self.side.iter().enumerate().find(|(_, t)| {
+            t.expect
+                .as_ref()
+                .is_some_and(|e| e.check(request).is_none())
+        })
     }
 }
 

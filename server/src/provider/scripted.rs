@@ -85,22 +85,22 @@ impl Provider for Scripted {
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<EventStream, ProviderError>> {
         Box::pin(async move {
-            let turn = {
-                let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
-                let turn = self.script.turns.get(*next).cloned();
-                *next += 1;
-                turn
+            let body = super::openai::request_body(request);
+            let turn = match self.script.side_turn(&body) {
+                Some((_, side)) => Some(side.clone()),
+                None => {
+                    let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+                    let turn = self.script.turns.get(*next).cloned();
+                    *next += 1;
+                    turn
+                }
             };
             let Some(turn) = turn else {
                 return Err(ProviderError::Other {
                     message: "the model script is exhausted".into(),
                 });
             };
-            if let Some(reason) = turn
-                .expect
-                .as_ref()
-                .and_then(|e| e.check(&super::openai::request_body(request)))
-            {
+            if let Some(reason) = turn.expect.as_ref().and_then(|e| e.check(&body)) {
                 return Err(ProviderError::Other {
                     message: format!("script expectation failed: {reason}"),
                 });

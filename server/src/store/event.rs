@@ -114,6 +114,19 @@ pub enum Event {
     },
     /// The staged revert ended: undone (redo) or committed.
     RevertCleared,
+    /// A distillation of the messages `from_message_id..=to_message_id`: an observation log
+    /// (generation 0) or a working-context document (generation 1) that consolidates the
+    /// distillations in `consolidates`, which are archived by it (never deleted: recall
+    /// still finds them).
+    Distilled {
+        distillation_id: String,
+        generation: u32,
+        text: String,
+        from_message_id: String,
+        to_message_id: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        consolidates: Vec<String>,
+    },
     /// The agent wrote a memory block (`scope` is `global` or `project`); the file is the
     /// block's home, this is its provenance.
     MemoryWritten {
@@ -148,6 +161,7 @@ impl Event {
             Self::PartUpdated { .. } => "part_updated",
             Self::MessagesDeleted { .. } => "messages_deleted",
             Self::MemoryWritten { .. } => "memory_written",
+            Self::Distilled { .. } => "distilled",
             Self::PermissionGranted { .. } => "permission_granted",
             Self::PermissionRevoked { .. } => "permission_revoked",
             Self::ContextEpochStarted { .. } => "context_epoch_started",
@@ -181,6 +195,14 @@ mod tests {
                 title: "t".into(),
             },
             Event::TodosReplaced { todos: vec![] },
+            Event::Distilled {
+                distillation_id: "d".into(),
+                generation: 1,
+                text: "t".into(),
+                from_message_id: "a".into(),
+                to_message_id: "b".into(),
+                consolidates: vec!["c".into()],
+            },
             Event::ContextEpochStarted {
                 epoch_id: "e".into(),
                 baseline: "b".into(),

@@ -112,6 +112,22 @@ pub struct SessionView {
     pub messages: Vec<MessageView>,
     pub inbox: Vec<InboxItem>,
     pub todos: Vec<Todo>,
+    /// Oldest first; archived ones too.
+    pub distillations: Vec<Distillation>,
+}
+
+/// A stored distillation: an observation log (generation 0) or a working context (1).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Distillation {
+    pub id: String,
+    pub generation: u32,
+    /// Consolidated into a later one (still searchable).
+    pub archived: bool,
+    pub text: String,
+    pub from_message_id: String,
+    pub to_message_id: String,
+    pub created_at: i64,
 }
 
 /// What `rebuild` did.
@@ -368,12 +384,34 @@ impl Store {
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
+        let distillations = self.distillations(session_id)?;
         Ok(Some(SessionView {
             summary,
             messages,
             inbox,
             todos,
+            distillations,
         }))
+    }
+
+    /// A session's distillations, oldest first.
+    pub fn distillations(&self, session_id: &str) -> Result<Vec<Distillation>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, generation, archived_by IS NOT NULL, text, from_message_id, to_message_id, created_at
+             FROM distillation WHERE session_id = ?1 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map(params![session_id], |r| {
+            Ok(Distillation {
+                id: r.get(0)?,
+                generation: r.get(1)?,
+                archived: r.get(2)?,
+                text: r.get(3)?,
+                from_message_id: r.get(4)?,
+                to_message_id: r.get(5)?,
+                created_at: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Admitted input not yet promoted, oldest first.

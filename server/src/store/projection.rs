@@ -14,6 +14,7 @@ use crate::status::{PartKind, PartStatus};
 /// Projection tables, in the order they are cleared on rebuild.
 pub const TABLES: &[&str] = &[
     "recall",
+    "distillation",
     "part",
     "message",
     "inbox",
@@ -52,6 +53,7 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
         Event::SessionDeleted => {
             for table in [
                 "recall",
+                "distillation",
                 "part",
                 "message",
                 "inbox",
@@ -189,6 +191,7 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 )
                 .ok();
             if let Some(from) = from {
+                drop_distillations_from(tx, sid, from)?;
                 tx.execute(
                     "DELETE FROM recall WHERE message_id IN
                        (SELECT id FROM message WHERE session_id IS ?1 AND seq >= ?2)",
@@ -259,6 +262,38 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 params![sid, at],
             )?;
         }
+        Event::Distilled {
+            distillation_id,
+            generation,
+            text,
+            from_message_id,
+            to_message_id,
+            consolidates,
+        } => {
+            // A distillation of messages a revert removed meanwhile changes nothing.
+            let to_seq: Option<i64> = tx
+                .query_row(
+                    "SELECT seq FROM message WHERE id = ?1 AND session_id IS ?2",
+                    params![to_message_id, sid],
+                    |r| r.get(0),
+                )
+                .ok();
+            let Some(to_seq) = to_seq else { return Ok(()) };
+            let added = tx.execute(
+                "INSERT OR IGNORE INTO distillation (id, session_id, generation, text, from_message_id, to_message_id, to_seq, archived_by, seq, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9)",
+                params![distillation_id, sid, generation, text, from_message_id, to_message_id, to_seq, env.seq, at],
+            )?;
+            if added == 1 {
+                for id in consolidates {
+                    tx.execute(
+                        "UPDATE distillation SET archived_by = ?2 WHERE id = ?1 AND session_id IS ?3",
+                        params![id, distillation_id, sid],
+                    )?;
+                }
+                search::index_distillation(tx, distillation_id)?;
+            }
+        }
         // Memory lives in its files; the event is the record of who wrote what.
         Event::MemoryWritten { .. } => {}
         Event::TodosReplaced { todos } => {
@@ -272,6 +307,29 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// A revert from the message at `from_seq` on: the distillations that cover any removed
+/// message go (with their recall entries), and what they had archived is current again.
+fn drop_distillations_from(
+    tx: &Transaction<'_>,
+    sid: Option<&str>,
+    from_seq: i64,
+) -> rusqlite::Result<()> {
+    let gone = "SELECT id FROM distillation WHERE session_id IS ?1 AND to_seq >= ?2";
+    tx.execute(
+        &format!("UPDATE distillation SET archived_by = NULL WHERE archived_by IN ({gone})"),
+        params![sid, from_seq],
+    )?;
+    tx.execute(
+        &format!("DELETE FROM recall WHERE part_id IN ({gone})"),
+        params![sid, from_seq],
+    )?;
+    tx.execute(
+        "DELETE FROM distillation WHERE session_id IS ?1 AND to_seq >= ?2",
+        params![sid, from_seq],
+    )?;
     Ok(())
 }
 

@@ -88,6 +88,22 @@ const MIGRATIONS: &[&str] = &[
     // 4: compaction: an epoch's summary of the messages before `first_kept`.
     "ALTER TABLE context_epoch ADD COLUMN summary TEXT;
      ALTER TABLE context_epoch ADD COLUMN first_kept TEXT;",
+    // 5: distillations: observation logs (generation 0) and working contexts (1); a
+    // consolidated one is archived by the one that consolidated it, never deleted. `to_seq`
+    // is the seq of the last message it covers (a revert drops what covered its messages).
+    "CREATE TABLE distillation (
+         id              TEXT PRIMARY KEY,
+         session_id      TEXT,
+         generation      INTEGER NOT NULL,
+         text            TEXT NOT NULL,
+         from_message_id TEXT NOT NULL,
+         to_message_id   TEXT NOT NULL,
+         to_seq          INTEGER NOT NULL,
+         archived_by     TEXT,
+         seq             INTEGER NOT NULL,
+         created_at      INTEGER NOT NULL
+     );
+     CREATE INDEX distillation_session ON distillation (session_id, seq);",
 ];
 
 /// The migration that created the recall index.

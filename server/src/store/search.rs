@@ -157,17 +157,67 @@ pub(super) fn reindex_part(tx: &Transaction<'_>, part_id: &str) -> rusqlite::Res
     let Some((source, text)) = indexed(&kind, &role, &data, status.as_deref()) else {
         return Ok(());
     };
+    insert(
+        tx,
+        &text,
+        session_id.as_deref(),
+        &message_id,
+        part_id,
+        &source,
+        at,
+    )
+}
+
+/// Indexes a distillation (as source `distillation N`, under the last message it covers):
+/// archived ones stay in the index, so recall finds what a consolidation left out.
+pub(super) fn index_distillation(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    let row = tx.query_row(
+        "SELECT text, generation, session_id, to_message_id, created_at FROM distillation WHERE id = ?1",
+        params![id],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i64>(4)?,
+            ))
+        },
+    );
+    let Ok((text, generation, session_id, message_id, at)) = row else {
+        return Ok(());
+    };
+    insert(
+        tx,
+        &text,
+        session_id.as_deref(),
+        &message_id,
+        id,
+        &format!("distillation {generation}"),
+        at,
+    )
+}
+
+fn insert(
+    tx: &Transaction<'_>,
+    text: &str,
+    session_id: Option<&str>,
+    message_id: &str,
+    part_id: &str,
+    source: &str,
+    at: i64,
+) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO recall (body, words, session_id, message_id, part_id, source, paths, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
             text,
-            split_identifiers(&text),
+            split_identifiers(text),
             session_id,
             message_id,
             part_id,
             source,
-            paths_in(&text).join("\n"),
+            paths_in(text).join("\n"),
             at
         ],
     )?;

@@ -195,6 +195,21 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
             files: vec!["a.rs".into()]
         }),
         Just(Event::RevertCleared),
+        (
+            id(),
+            id(),
+            id(),
+            0u32..2,
+            proptest::collection::vec(id(), 0..3)
+        )
+            .prop_map(|(d, from, to, generation, consolidates)| Event::Distilled {
+                distillation_id: format!("d{d}{generation}"),
+                generation,
+                text: format!("observed {from}..{to}"),
+                from_message_id: format!("m{from}"),
+                to_message_id: format!("m{to}"),
+                consolidates: consolidates.into_iter().map(|c| format!("d{c}0")).collect(),
+            }),
         proptest::collection::vec(text, 0..3).prop_map(|items| Event::TodosReplaced {
             todos: items
                 .into_iter()
@@ -370,4 +385,117 @@ fn recall_finds_words_identifiers_and_paths_and_forgets_deleted_messages() {
             .len(),
         1
     );
+}
+
+/// Session `s` with assistant messages `m0..m{n}` (one text part each).
+fn with_messages(store: &mut Store, n: usize) {
+    store
+        .append(
+            Some("s"),
+            &Event::SessionCreated {
+                workspace: "/w".into(),
+                title: "t".into(),
+            },
+        )
+        .unwrap();
+    for i in 0..n {
+        store
+            .append_all(&[
+                (
+                    Some("s"),
+                    Event::MessageStarted {
+                        message_id: format!("m{i}"),
+                        role: "assistant".into(),
+                        meta: Value::Null,
+                    },
+                ),
+                (
+                    Some("s"),
+                    Event::PartAdded {
+                        part_id: format!("p{i}"),
+                        message_id: format!("m{i}"),
+                        kind: PartKind::Text,
+                        data: json!({"text": format!("message {i}")}),
+                        status: Some(PartStatus::Completed),
+                    },
+                ),
+            ])
+            .unwrap();
+    }
+}
+
+fn distilled(id: &str, generation: u32, text: &str, range: (&str, &str), of: &[&str]) -> Event {
+    Event::Distilled {
+        distillation_id: id.into(),
+        generation,
+        text: text.into(),
+        from_message_id: range.0.into(),
+        to_message_id: range.1.into(),
+        consolidates: of.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+#[test]
+fn consolidated_distillations_are_archived_and_still_found() {
+    let (_dir, mut store) = temp_store();
+    with_messages(&mut store, 6);
+    let s = Some("s");
+    store
+        .append(
+            s,
+            &distilled("d0", 0, "observed the zeppelin", ("m0", "m2"), &[]),
+        )
+        .unwrap();
+    store
+        .append(
+            s,
+            &distilled("d1", 0, "fixed the quokka", ("m3", "m4"), &[]),
+        )
+        .unwrap();
+    store
+        .append(
+            s,
+            &distilled("w", 1, "working context", ("m0", "m4"), &["d0", "d1"]),
+        )
+        .unwrap();
+    // One for messages that do not exist changes nothing.
+    store
+        .append(s, &distilled("x", 0, "ghost", ("m0", "m99"), &[]))
+        .unwrap();
+    let all = store.distillations("s").unwrap();
+    let state: Vec<_> = all.iter().map(|d| (d.id.as_str(), d.archived)).collect();
+    assert_eq!(state, [("d0", true), ("d1", true), ("w", false)]);
+    let hits = store
+        .search("zeppelin", Scope::Session, Some("s"), None, 5)
+        .unwrap();
+    assert_eq!(hits.len(), 1, "an archived observation is still recalled");
+    assert_eq!(hits[0].source, "distillation 0");
+    assert_eq!(hits[0].message_id, "m2");
+    assert_eq!(store.session("s").unwrap().unwrap().distillations, all);
+
+    // A revert from m4 on drops what covered m4 (d1, w) and brings d0 back.
+    store
+        .append(
+            s,
+            &Event::MessagesDeleted {
+                from_message_id: "m4".into(),
+            },
+        )
+        .unwrap();
+    let state: Vec<_> = store
+        .distillations("s")
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.id, d.archived))
+        .collect();
+    assert_eq!(state, [("d0".to_string(), false)]);
+    assert!(
+        store
+            .search("quokka", Scope::Session, Some("s"), None, 5)
+            .unwrap()
+            .is_empty()
+    );
+    let live = store.projection_dump().unwrap();
+    store.rebuild().unwrap();
+    assert_eq!(store.projection_dump().unwrap(), live);
 }

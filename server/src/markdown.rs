@@ -1,0 +1,102 @@
+//! Conversation text inside documents the server writes (the distilled prefix, the state
+//! block): whatever the text holds — fences, headings, `---` — it must stay inside its slot
+//! and leave the document's own structure as written.
+
+/// `text` as a fenced block whose fence is longer than any run of backticks in it, so no
+/// line of the text can close it (CommonMark: a closing fence is at least as long as the
+/// opening one). Line endings become `\n`.
+pub fn fenced(text: &str) -> String {
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let body = text.trim_end_matches('\n');
+    format!("{fence}\n{body}\n{fence}\n")
+}
+
+/// One line of text for a `- Label: value` line or a heading: line breaks become spaces,
+/// and what would start a block of its own at the line's start is escaped.
+pub fn one_line(text: &str) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match joined.chars().next() {
+        Some('#' | '>' | '-' | '*' | '+' | '`' | '~' | '=' | '|' | '<') => format!("\\{joined}"),
+        _ => joined,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
+
+    /// The headings at the top level and the text of every fenced block, in order.
+    fn outline(doc: &str) -> (Vec<String>, Vec<String>) {
+        let (mut headings, mut blocks) = (Vec::new(), Vec::new());
+        let mut heading: Option<String> = None;
+        let mut block: Option<String> = None;
+        for event in Parser::new(doc) {
+            match event {
+                Event::Start(Tag::Heading { level, .. }) => {
+                    assert_eq!(level, HeadingLevel::H2, "only our headings");
+                    heading = Some(String::new());
+                }
+                Event::End(TagEnd::Heading(_)) => headings.extend(heading.take()),
+                Event::Start(Tag::CodeBlock(_)) => block = Some(String::new()),
+                Event::End(TagEnd::CodeBlock) => blocks.extend(block.take()),
+                Event::Text(t) | Event::Code(t) => {
+                    if let Some(b) = block.as_mut() {
+                        b.push_str(&t);
+                    } else if let Some(h) = heading.as_mut() {
+                        h.push_str(&t);
+                    }
+                }
+                Event::Rule => panic!("a thematic break escaped its block"),
+                _ => {}
+            }
+        }
+        (headings, blocks)
+    }
+
+    fn hostile() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("```".to_string()),
+            Just("````rust".to_string()),
+            Just("~~~".to_string()),
+            Just("## Heading".to_string()),
+            Just("# Title".to_string()),
+            Just("---".to_string()),
+            Just("***".to_string()),
+            Just("===".to_string()),
+            Just("</distilled-context>".to_string()),
+            Just("    indented".to_string()),
+            Just("> quote".to_string()),
+            Just("- item".to_string()),
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            "[a-z `#~*-]{0,12}",
+        ];
+        proptest::collection::vec(piece, 0..24).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn fenced_text_keeps_the_document_structure(a in hostile(), b in hostile()) {
+            let doc = format!("## First\n\n{}\n## Second\n\n{}", fenced(&a), fenced(&b));
+            let (headings, blocks) = outline(&doc);
+            prop_assert_eq!(headings, vec!["First".to_string(), "Second".to_string()]);
+            let expect = |t: &str| {
+                let t = t.replace("\r\n", "\n").replace('\r', "\n");
+                format!("{}\n", t.trim_end_matches('\n'))
+            };
+            prop_assert_eq!(blocks, vec![expect(&a), expect(&b)]);
+        }
+
+        #[test]
+        fn one_line_text_stays_one_paragraph(a in hostile()) {
+            let doc = format!("## Current\n\n- Focus: {}\n- Phase: x\n", one_line(&a));
+            let (headings, blocks) = outline(&doc);
+            prop_assert_eq!(headings, vec!["Current".to_string()]);
+            prop_assert!(blocks.is_empty());
+        }
+    }
+}
