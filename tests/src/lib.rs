@@ -1,6 +1,7 @@
 //! Test support for agent-lsp: an LSP client that drives the real binary, and the `fake-llm`
 //! model server.
 
+pub mod cli_run;
 pub mod fake_llm;
 pub mod lsp_client;
 pub mod process;

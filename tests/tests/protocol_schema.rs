@@ -50,7 +50,9 @@ impl Protocol {
 }
 
 fn script() -> Value {
-    json!({"turns": [
+    json!({"side": [{"expect": {"system_contains": "observer of a coding session"},
+                      "reply": {"text": "- [10:00] [high] asked for a name; OBSERVED-9"}}],
+           "turns": [
         {"reply": {"reasoning": "Let me look.", "text": "Asking first.", "tool_calls": [
             {"name": "question", "arguments": {"questions": [{"question": "Which name?", "header": "Name",
                 "options": [{"label": "answer", "description": "the usual"}]}]}},
@@ -171,13 +173,19 @@ async fn every_message_of_a_real_session_matches_the_schema() {
     protocol
         .request(&client, "agent/documentText", json!({"uri": uri}))
         .await;
-    // Refused (nothing to fold), but a request of the protocol all the same.
-    protocol.check("agent/compact", "params", &session);
-    let refused = client
-        .request("agent/compact", session.clone())
-        .await
-        .unwrap_err();
-    assert_eq!(refused.code, -32803, "{refused:?}");
+    // Distil now: the result and the history carry the distillations.
+    let distilled = protocol
+        .request(&client, "agent/compact", session.clone())
+        .await;
+    assert!(
+        distilled["distillations"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("OBSERVED-9"))
+    );
+    let history = protocol
+        .request(&client, "agent/history", session.clone())
+        .await;
+    assert_eq!(history["distillations"][0]["generation"], 0);
 
     for update in client.received("agent/update") {
         protocol.check("agent/update", "params", &update["params"]);

@@ -225,30 +225,29 @@ pub fn render_prefix(
 }
 
 /// Where the raw messages should start for them to take at most `target` tokens: the
-/// earliest message after `from` from which they fit (a cut inside a turn also shows that
-/// turn's prompt), else the newest message that shows. Never before `from`.
+/// earliest place after `from` from which they fit, else the newest message that shows.
+/// A cut lands on a prompt, or inside the newest turn (whose prompt is then shown too);
+/// never before `from`.
 fn choose_cut(messages: &[MessageView], from: usize, target: usize) -> usize {
     let Some(last) = messages.iter().rposition(shows) else {
         return from;
     };
+    let newest_prompt = messages.iter().rposition(|m| m.role == "user");
     let mut suffix = vec![0usize; messages.len() + 1];
     for i in (0..messages.len()).rev() {
         suffix[i] = suffix[i + 1] + message_tokens(&messages[i]);
     }
-    let prompt_of = |i: usize| {
-        messages[..=i]
-            .iter()
-            .rposition(|m| m.role == "user")
-            .map_or(0, |u| {
-                if u == i {
-                    0
-                } else {
-                    message_tokens(&messages[u])
-                }
-            })
+    let cost = |i: usize| match newest_prompt {
+        Some(p) if i > p => suffix[i] + message_tokens(&messages[p]),
+        _ => suffix[i],
+    };
+    let candidate = |i: &usize| {
+        let m = &messages[*i];
+        shows(m) && (m.role == "user" || newest_prompt.is_some_and(|p| *i > p))
     };
     (from.max(1)..=last)
-        .find(|&i| shows(&messages[i]) && suffix[i] + prompt_of(i) <= target)
+        .filter(candidate)
+        .find(|&i| cost(i) <= target)
         .unwrap_or(last)
         .max(from)
 }
