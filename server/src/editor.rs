@@ -184,6 +184,13 @@ pub enum Update {
         output_tokens: u64,
         cache_read_tokens: u64,
     },
+    /// The session state file changed: where it is, its focus and phase.
+    State {
+        session_id: String,
+        path: std::path::PathBuf,
+        focus: Option<String>,
+        phase: Option<String>,
+    },
 }
 
 /// Why questions got no answers (the editor cannot show them, or failed to).

@@ -13,12 +13,18 @@ pub fn fenced(text: &str) -> String {
     format!("{fence}\n{body}\n{fence}\n")
 }
 
-/// One line of text for a `- Label: value` line or a heading: line breaks become spaces,
-/// and what would start a block of its own at the line's start is escaped.
+/// One line of text for a `- Label: value` line: line breaks become spaces.
 pub fn one_line(text: &str) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// One line of text for a `- text` list item: [`one_line`], and what would start a block
+/// of its own inside the item (a heading, a nested list, a quote, a fence) is escaped.
+pub fn list_item(text: &str) -> String {
+    let joined = one_line(text);
     match joined.chars().next() {
         Some('#' | '>' | '-' | '*' | '+' | '`' | '~' | '=' | '|' | '<') => format!("\\{joined}"),
+        Some(c) if c.is_ascii_digit() => format!("\\{joined}"),
         _ => joined,
     }
 }
@@ -92,10 +98,13 @@ mod tests {
         }
 
         #[test]
-        fn one_line_text_stays_one_paragraph(a in hostile()) {
-            let doc = format!("## Current\n\n- Focus: {}\n- Phase: x\n", one_line(&a));
+        fn one_line_text_stays_in_its_item(a in hostile(), b in hostile()) {
+            let doc = format!(
+                "## Current\n\n- Focus: {}\n\n## Log\n\n- {}\n- {}\n",
+                one_line(&a), list_item(&a), list_item(&b)
+            );
             let (headings, blocks) = outline(&doc);
-            prop_assert_eq!(headings, vec!["Current".to_string()]);
+            prop_assert_eq!(headings, vec!["Current".to_string(), "Log".to_string()]);
             prop_assert!(blocks.is_empty());
         }
     }

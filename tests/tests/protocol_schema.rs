@@ -173,6 +173,13 @@ async fn every_message_of_a_real_session_matches_the_schema() {
     protocol
         .request(&client, "agent/documentText", json!({"uri": uri}))
         .await;
+    let state = protocol.request(&client, "agent/state", json!({})).await;
+    assert!(
+        state["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(".agent-lsp/STATE.md")
+    );
     // Distil now: the result and the history carry the distillations.
     let distilled = protocol
         .request(&client, "agent/compact", session.clone())

@@ -79,6 +79,11 @@ files: string[]
 kind: "revert"
 messageId?: (string | null)
 } | {
+focus?: (string | null)
+kind: "state"
+path: string
+phase?: (string | null)
+} | {
 attempt: number
 kind: "retry"
 reason: string
@@ -154,6 +159,10 @@ result: SessionItem[]
 params: SetModeParams
 result: Empty
 }
+"agent/state": {
+params: NoParams
+result: StateResult
+}
 "agent/undo": {
 params: SessionParams
 result: RevertResult
@@ -176,9 +185,35 @@ export interface Empty {
 
 }
 export interface CompactResult {
-foldedMessages: number
+/**
+ * The session's distillations afterwards.
+ */
+distillations: DistillationItem[]
+/**
+ * Messages the next request shows raw.
+ */
 keptMessages: number
-summary: string
+/**
+ * Messages turned into observations by this call.
+ */
+observedMessages: number
+/**
+ * Whether the observations were consolidated into a working context.
+ */
+reflected: boolean
+}
+/**
+ * A distillation: an observation log (`generation` 0) or a working context (1) that
+ * consolidated earlier ones, which are then `archived` (recall still finds them).
+ */
+export interface DistillationItem {
+archived: boolean
+createdAt: number
+fromMessageId: string
+generation: number
+id: string
+text: string
+toMessageId: string
 }
 /**
  * No parameters: an empty object, null, or none.
@@ -219,6 +254,10 @@ version: number
  */
 export interface SessionHistory {
 createdAt: number
+/**
+ * Oldest first, archived ones too.
+ */
+distillations: DistillationItem[]
 inbox: InboxItem[]
 messageCount: number
 messages: HistoryMessage[]
@@ -485,6 +524,28 @@ workspace: string
 export interface SetModeParams {
 mode: string
 sessionId: string
+}
+export interface StateResult {
+blockers?: (string | null)
+/**
+ * How many decisions and Log entries it holds.
+ */
+decisions: number
+exists: boolean
+focus?: (string | null)
+handoff?: (string | null)
+log: number
+next?: (string | null)
+/**
+ * The file (it may not exist yet).
+ */
+path: string
+phase?: (string | null)
+task?: (string | null)
+/**
+ * When the last checkpoint was written.
+ */
+updated?: (string | null)
 }
 /**
  * `agent/update`: `seq` counts per session without gaps; a client that sees a gap re-reads

@@ -116,9 +116,10 @@ impl Agent {
         }
     }
 
-    /// Turns inbox input into a user message, with a supplemental note when the date or the
-    /// instructions changed since the baseline (or the last note).
-    pub(super) fn promote(&self, sid: &str, input_id: &str) -> Result<()> {
+    /// Turns inbox input into a user message, with the state block, and a supplemental note
+    /// when the date or the instructions changed since the baseline (or the last note).
+    pub(super) async fn promote(&self, sid: &str, input_id: &str) -> Result<()> {
+        let state = self.turn_state_note(sid).await?;
         let message_id = new_id();
         let context = self
             .with_store(|s| s.inbox(sid))?
@@ -144,6 +145,7 @@ impl Agent {
         if let (Some(text), new_record) = baseline::changes(&self.workspace, &record) {
             events.push(note(json!({"text": text, "record": new_record})));
         }
+        events.push(note(state));
         self.append(sid, events)?;
         self.publish_user_message(sid, message_id)
     }

@@ -70,6 +70,16 @@ pub fn project_messages(messages: &[MessageView]) -> Vec<ChatMessage> {
                         is_error: p.status != Some(PartStatus::Completed),
                     });
                 }
+                // Notes that came during the step (a state change) follow its newest result.
+                let notes = texts(m, &[PartKind::Note]);
+                match out.last_mut() {
+                    _ if notes.is_empty() => {}
+                    Some(ChatMessage::ToolResult { content, .. }) => {
+                        content.push_str("\n\n");
+                        content.push_str(&notes);
+                    }
+                    _ => out.push(ChatMessage::User { text: notes }),
+                }
             }
             _ => {}
         }

@@ -364,6 +364,7 @@ impl Agent {
             observed += segment.len();
             start = end;
         }
+        self.log_distillation(format!("Distilled {observed} messages into observations."));
         Ok(observed)
     }
 
@@ -416,6 +417,10 @@ impl Agent {
             }],
         )?;
         tracing::info!(session = %sid, consolidated = current.len(), "reflected");
+        self.log_distillation(format!(
+            "Consolidated {} distillations into the working context.",
+            current.len()
+        ));
         Ok(true)
     }
 
@@ -544,12 +549,6 @@ impl Agent {
                 first_kept: Some(first_raw.to_string()),
             }],
         )
-    }
-
-    /// The session state as the observer and reflector read it (empty until a state file
-    /// exists).
-    fn state_for_distillation(&self) -> String {
-        String::new()
     }
 }
 

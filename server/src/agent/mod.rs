@@ -19,6 +19,7 @@ pub mod distill;
 pub mod error;
 pub mod prompts;
 pub mod revert;
+mod session_state;
 #[cfg(test)]
 mod tests;
 mod tool_call;
@@ -75,6 +76,8 @@ pub struct Agent {
     /// admitted: a prompt sent while a redo is still restoring files would otherwise commit
     /// the revert the redo is about to clear (and delete the messages it brings back).
     revert_guard: tokio::sync::Mutex<()>,
+    /// The user's repository status as last read (see `session_state.rs`).
+    repo: Arc<Mutex<Option<crate::repo_status::RepoStatus>>>,
     /// One distillation at a time per session (see `distill.rs`).
     distilling: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -96,6 +99,7 @@ impl Agent {
             editor,
             snapshots: std::sync::OnceLock::new(),
             revert_guard: tokio::sync::Mutex::new(()),
+            repo: Arc::default(),
             distilling: Mutex::default(),
         }
     }
@@ -232,13 +236,16 @@ impl Agent {
             let Some(input) = next else { return last };
             let started = async {
                 self.ensure_baseline(sid, cancel).await?;
-                self.promote(sid, &input.input_id)?;
+                self.promote(sid, &input.input_id).await?;
                 self.set_status(sid, SessionStatus::Busy, None)
             };
             if let Err(e) = started.await {
                 return self.fail(sid, e.to_string());
             }
             last = self.run_steps(sid, cancel).await;
+            if let Err(e) = self.close_turn_state(sid).await {
+                return self.fail(sid, e.to_string());
+            }
             if let Err(e) = self.set_status(sid, SessionStatus::Idle, Some(last.end)) {
                 return self.fail(sid, e.to_string());
             }

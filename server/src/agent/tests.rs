@@ -153,6 +153,9 @@ impl Harness {
                 Update::Revert { files, .. } => format!("revert {}", files.join(",")),
                 Update::Usage { .. } => "usage".into(),
                 Update::Session { .. } => "session".into(),
+                Update::State { focus, .. } => {
+                    format!("state {}", focus.as_deref().unwrap_or("-"))
+                }
             };
             text_open = false;
             out.push(line);

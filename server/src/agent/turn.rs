@@ -111,6 +111,7 @@ impl Agent {
         // Whatever the step changed is recorded, even when it ends the turn.
         self.record_patch(sid, &message_id, start_snapshot.as_deref(), &ran)
             .await?;
+        self.note_state_change(sid, &message_id).await?;
         if let Some(outcome) = ran.end {
             return Ok(Some(outcome));
         }

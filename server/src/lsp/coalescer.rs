@@ -76,7 +76,8 @@ fn session_of(u: &Update) -> &str {
         | Update::Error { session_id, .. }
         | Update::Plan { session_id, .. }
         | Update::Revert { session_id, .. }
-        | Update::Usage { session_id, .. } => session_id,
+        | Update::Usage { session_id, .. }
+        | Update::State { session_id, .. } => session_id,
     }
 }
 
@@ -377,6 +378,9 @@ impl Coalescer {
             Update::Revert {
                 message_id, files, ..
             } => SessionUpdate::Revert { message_id, files },
+            Update::State {
+                path, focus, phase, ..
+            } => SessionUpdate::State { path, focus, phase },
             Update::Session { .. } | Update::Text { .. } | Update::Reasoning { .. } => return None,
         })
     }

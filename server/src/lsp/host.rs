@@ -183,7 +183,13 @@ impl AgentHost {
             // Idle now: distil in the background if enough is undistilled (the editor is
             // never kept waiting; a turn that needs the lock waits for this one).
             match agent.distill_due(&sid).await {
-                Ok(_) => {}
+                // Its `[auto]` entry is the agent's own edit of the state file.
+                Ok(Some(_)) => {
+                    if let Err(e) = agent.record_seen(&sid) {
+                        tracing::warn!(session = %sid, "{e}");
+                    }
+                }
+                Ok(None) => {}
                 Err(e) => tracing::warn!(session = %sid, "distillation after the turn: {e}"),
             }
         });

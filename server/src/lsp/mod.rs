@@ -19,8 +19,8 @@ use tower_lsp_server::ls_types::request::Request as _;
 use tower_lsp_server::{LspService, Server};
 
 use protocol::{
-    Cancel, Compact, DocumentText, GetConfig, History, Prompt, Redo, Revert, Search, Sessions,
-    SetMode, Undo, Unrevert,
+    Cancel, Compact, DocumentText, GetConfig, GetState, History, Prompt, Redo, Revert, Search,
+    Sessions, SetMode, Undo, Unrevert,
 };
 
 pub use server::Backend;
@@ -37,6 +37,7 @@ where
     let (service, socket) = LspService::build(move |client| Backend::new(client, flag))
         .custom_method(DocumentText::METHOD, Backend::document_text)
         .custom_method(GetConfig::METHOD, Backend::config)
+        .custom_method(GetState::METHOD, Backend::session_state)
         .custom_method(Prompt::METHOD, Backend::prompt)
         .custom_method(Cancel::METHOD, Backend::cancel)
         .custom_method(Sessions::METHOD, Backend::sessions)

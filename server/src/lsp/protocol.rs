@@ -66,6 +66,9 @@ request!(
     /// The effective configuration and the layers it came from.
     GetConfig, "agent/config", NoParams => ConfigResult);
 request!(
+    /// The workspace's session state file: where it is and its Current section.
+    GetState, "agent/state", NoParams => StateResult);
+request!(
     /// The server's copy of an open buffer.
     DocumentText, "agent/documentText", DocumentTextParams => DocumentTextResult);
 
@@ -360,6 +363,44 @@ pub struct DistillationItem {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+pub struct StateResult {
+    /// The file (it may not exist yet).
+    pub path: PathBuf,
+    pub exists: bool,
+    pub focus: Option<String>,
+    pub phase: Option<String>,
+    pub task: Option<String>,
+    pub blockers: Option<String>,
+    pub next: Option<String>,
+    pub handoff: Option<String>,
+    /// When the last checkpoint was written.
+    pub updated: Option<String>,
+    /// How many decisions and Log entries it holds.
+    pub decisions: usize,
+    pub log: usize,
+}
+
+impl StateResult {
+    pub fn new(path: PathBuf, state: crate::state::State) -> Self {
+        let c = state.current;
+        Self {
+            exists: path.is_file(),
+            path,
+            focus: c.focus,
+            phase: c.phase,
+            task: c.task,
+            blockers: c.blockers,
+            next: c.next,
+            handoff: c.handoff,
+            updated: c.updated,
+            decisions: state.decisions.len(),
+            log: state.log.len(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct ConfigResult {
     /// The configuration in force (the keys of the configuration file).
     #[schemars(with = "serde_json::Map<String, Value>")]
@@ -506,6 +547,12 @@ pub enum SessionUpdate {
     Revert {
         message_id: Option<String>,
         files: Vec<String>,
+    },
+    /// The session state file changed: where it is, its focus and phase.
+    State {
+        path: PathBuf,
+        focus: Option<String>,
+        phase: Option<String>,
     },
     Retry {
         attempt: u32,
@@ -680,6 +727,7 @@ pub fn methods(g: &mut SchemaGenerator) -> Vec<MethodSchema> {
         request_schema::<Compact>(g, ClientToServer),
         request_schema::<Search>(g, ClientToServer),
         request_schema::<GetConfig>(g, ClientToServer),
+        request_schema::<GetState>(g, ClientToServer),
         request_schema::<DocumentText>(g, ClientToServer),
         notification_schema::<AgentUpdate>(g, ServerToClient),
         request_schema::<RequestPermission>(g, ServerToClient),
@@ -1009,7 +1057,7 @@ mod tests {
     fn every_method_has_one_entry() {
         let s = schema();
         let methods = s["methods"].as_object().unwrap();
-        assert_eq!(methods.len(), 16);
+        assert_eq!(methods.len(), 17);
         assert!(methods.keys().all(|m| m.starts_with("agent/")));
         assert!(methods["agent/update"].get("result").is_none());
     }

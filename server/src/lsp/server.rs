@@ -311,6 +311,18 @@ impl Backend {
         Ok(Empty {})
     }
 
+    /// `agent/state`: the workspace's session state file.
+    pub async fn session_state(&self, _: NoParams) -> Result<wire::StateResult> {
+        let (root, config) = self.workspace()?;
+        let path = crate::state::path(&root, &config.state_file);
+        let state = crate::state::load(&path).map_err(|e| Error {
+            code: tower_lsp_server::jsonrpc::ErrorCode::InternalError,
+            message: e.to_string().into(),
+            data: None,
+        })?;
+        Ok(wire::StateResult::new(path, state))
+    }
+
     /// `agent/config`: the effective configuration and every layer it came from.
     pub async fn config(&self, _: NoParams) -> Result<wire::ConfigResult> {
         let state = self.state();

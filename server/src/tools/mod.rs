@@ -5,6 +5,7 @@
 
 mod apply_patch;
 mod bash;
+mod context_state;
 mod edit;
 pub mod files;
 mod glob;
@@ -166,6 +167,8 @@ pub struct ToolContext {
     pub session_id: String,
     /// The session store, for `recall` (absent in contexts without one).
     pub recall: Option<RecallSource>,
+    /// The session state file, relative to the root (`state_file`).
+    pub state_file: PathBuf,
 }
 
 /// Where `recall` searches: the store, and the workspace's key in it.
@@ -195,6 +198,7 @@ impl ToolContext {
             call_id: String::new(),
             session_id: String::new(),
             recall: None,
+            state_file: config.state_file.clone(),
         }
     }
 
@@ -369,6 +373,9 @@ impl Registry {
             Box::new(memory::MemoryList),
             Box::new(memory::MemorySet),
             Box::new(memory::MemoryReplace),
+            Box::new(context_state::ContextCheckpoint),
+            Box::new(context_state::ContextDiscover),
+            Box::new(context_state::ContextLoad),
         ])
     }
 
