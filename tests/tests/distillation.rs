@@ -123,6 +123,9 @@ fn requests_within_a_turn_extend_each_other_byte_for_byte() {
             {"name": "read", "arguments": {"filePath": "src/lib.rs"}}]}})
     };
     let mut turns: Vec<Value> = (0..4).map(step).collect();
+    // An edit: the state's obligation changes, and a note follows the edit's result.
+    turns[1] = json!({"reply": {"tool_calls": [{"name": "edit", "arguments": {
+        "filePath": "src/lib.rs", "oldString": "41", "newString": "42"}}]}});
     turns.push(json!({"reply": {"text": "done"}}));
     turns.push(json!({"reply": {"text": "second done"}}));
     let script = json!({ "turns": turns });
@@ -135,6 +138,13 @@ fn requests_within_a_turn_extend_each_other_byte_for_byte() {
         assert_eq!(second.code, 0, "{}", second.stderr);
         let requests = llm.requests();
         assert_eq!(requests.len(), 6);
+        assert!(
+            requests[2]
+                .body
+                .to_string()
+                .contains("session-state-update"),
+            "{format}"
+        );
         for pair in requests.windows(2) {
             let (before, after) = (&pair[0].body, &pair[1].body);
             assert_eq!(before["system"], after["system"], "{format}");
@@ -176,6 +186,10 @@ fn observations_are_consolidated_into_a_working_context_and_stay_searchable() {
         let first = run(&env, &["first codename: ZEPPELIN"]);
         assert_eq!(first.code, 0, "{}", first.stderr);
         let sid = first.session();
+        // The state reaches the distillations.
+        let state_file = env.workspace().join(".agent-lsp/STATE.md");
+        std::fs::create_dir_all(state_file.parent().unwrap()).unwrap();
+        std::fs::write(&state_file, "## Current\n\n- Focus: naming the airships\n").unwrap();
         let compact = |env: &agent_lsp_tests::process::TestEnv| {
             let (code, out, err) = env.run(&["session", "compact", &sid, "--json"]);
             assert_eq!(code, 0, "{err}");

@@ -13,8 +13,8 @@ use super::{Agent, Result};
 use crate::editor::Update;
 use crate::repo_status::RepoStatus;
 use crate::state::{self, State};
-use crate::status::PartKind;
-use crate::store::{Event, MessageView, SessionView, new_id};
+use crate::status::{PartKind, PartStatus};
+use crate::store::{Event, SessionView, new_id};
 
 /// How long a request waits for `git status` before going with the last one known.
 const GIT_WAIT: Duration = Duration::from_millis(300);
@@ -36,20 +36,31 @@ fn work_files(data: &Value) -> bool {
     })
 }
 
-/// Messages after `since` (ms; all when `None`).
-fn after(view: &SessionView, since: Option<i64>) -> impl Iterator<Item = &MessageView> {
-    view.messages
-        .iter()
-        .filter(move |m| since.is_none_or(|t| m.created_at >= t))
-}
-
-/// Whether files of the work changed in `messages`.
-fn changed_files<'a>(mut messages: impl Iterator<Item = &'a MessageView>) -> bool {
-    messages.any(|m| {
-        m.parts
-            .iter()
-            .any(|p| p.kind == PartKind::Patch && work_files(&p.data))
-    })
+/// Since the last checkpoint, from message `from` on: whether files of the work changed, and
+/// how many tool calls ran. The last checkpoint is the session's own last successful
+/// `context_checkpoint` call, by its place in the log; before any, the file's checkpoint
+/// time (`updated`, to the second: messages of that second or earlier count as before it).
+fn since_checkpoint(view: &SessionView, updated: Option<i64>, from: usize) -> (bool, usize) {
+    let (mut changed, mut calls) = (false, 0);
+    for m in view.messages.iter().skip(from) {
+        if updated.is_some_and(|t| m.created_at / 1000 <= t / 1000) {
+            continue;
+        }
+        for p in &m.parts {
+            match p.kind {
+                PartKind::Tool
+                    if p.data["name"] == "context_checkpoint"
+                        && p.status == Some(PartStatus::Completed) =>
+                {
+                    (changed, calls) = (false, 0);
+                }
+                PartKind::Tool => calls += 1,
+                PartKind::Patch if work_files(&p.data) => changed = true,
+                _ => {}
+            }
+        }
+    }
+    (changed, calls)
 }
 
 fn file_hash(path: &Path) -> Option<String> {
@@ -109,7 +120,7 @@ impl Agent {
     /// What the state asks of the agent now.
     fn obligations(&self, view: &SessionView, state: &State) -> Vec<String> {
         let checkpointed = state.current.updated.as_deref().and_then(state::parse_time);
-        if changed_files(after(view, checkpointed)) {
+        if since_checkpoint(view, checkpointed, 0).0 {
             let name = self.config.state_file.display();
             vec![format!(
                 "{name} needs a checkpoint (files changed since the last one)"
@@ -233,19 +244,12 @@ impl Agent {
     pub(super) async fn close_turn_state(&self, sid: &str) -> Result<()> {
         let view = self.session_view(sid)?;
         let state = self.load_state();
-        let turn_start = view
-            .messages
-            .iter()
-            .rposition(|m| m.role == "user")
-            .map_or(0, |i| view.messages[i].created_at);
+        let turn_start = view.messages.iter().rposition(|m| m.role == "user");
         let checkpointed = state.current.updated.as_deref().and_then(state::parse_time);
-        let unchecked = checkpointed.is_none_or(|t| t < turn_start)
-            && changed_files(after(&view, Some(turn_start)));
+        // This turn changed files, and no checkpoint came after the change.
+        let unchecked = since_checkpoint(&view, checkpointed, turn_start.unwrap_or(0)).0;
         if unchecked {
-            let calls = after(&view, checkpointed)
-                .flat_map(|m| &m.parts)
-                .filter(|p| p.kind == PartKind::Tool)
-                .count();
+            let calls = since_checkpoint(&view, checkpointed, 0).1;
             let tag = format!("(session {})", &sid[..sid.len().min(8)]);
             let entry = format!(
                 "{} [{}] Session ended. {calls} tool calls. No explicit checkpoint. {tag}",
