@@ -2,6 +2,7 @@
 //! model server.
 
 pub mod cli_run;
+pub mod context_eval;
 pub mod fake_llm;
 pub mod lsp_client;
 pub mod process;

@@ -31,8 +31,19 @@ fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
             "command": "cargo test", "description": "run the tests"}}]}}),
         json!({"expect": {"last_message_contains": "not now, the build is slow"},
          "reply": {"text": "Understood, not running it."}}),
+        json!({"expect": {"last_message_contains": "record where we are"},
+         "reply": {"tool_calls": [{"name": "context_checkpoint", "arguments": {
+            "focus": "the answer function", "phase": "testing"}}]}}),
+        json!({"reply": {"text": "Checkpointed."}}),
+        json!({"expect": {"last_message_contains": "we are done"},
+         "reply": {"tool_calls": [{"name": "context_checkpoint", "arguments": {
+            "focus": "the answer function", "phase": "done"}}]}}),
+        json!({"reply": {"text": "Done."}}),
     ]);
-    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    // The server distils in the background once enough is undistilled.
+    let side = json!([{"expect": {"system_contains": "observer of a coding session"},
+                       "reply": {"text": "- [10:00] [high] made the answer 42"}}]);
+    let llm = FakeLlm::start(&json!({ "turns": turns, "side": side }), "openai");
     let env = TestEnv::new();
     let file = env.answer_workspace(&llm);
 

@@ -39,6 +39,11 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
     // the README's notes describe); this test is about the editor's flows, not that race.
     let mut turns = answer_edit_turns();
     turns[0]["fault"] = json!({"delay_ms": 1500});
+    // After the edit the model checkpoints: the chat view's bar shows the focus and phase.
+    let answer = turns[1]["reply"].take();
+    turns[1]["reply"] = json!({"tool_calls": [{"name": "context_checkpoint", "arguments": {
+        "focus": "the answer function", "phase": "testing"}}]});
+    turns.push(json!({ "reply": answer }));
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
     let env = TestEnv::new();
     env.answer_workspace(&llm);
@@ -68,7 +73,11 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
     );
     let png = std::fs::read(artifacts.join("chat.png")).expect("the chat screenshot");
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    // The model saw the prompt and the edit's result (e2e.mjs checked the disk after the
+    // The model saw the prompt, the edit's and the checkpoint's results (e2e.mjs checked the disk after the
     // revert, before its reload).
-    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(
+        llm.requests().len(),
+        3,
+        "the edit, the checkpoint, the answer"
+    );
 }

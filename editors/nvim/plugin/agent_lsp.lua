@@ -30,6 +30,10 @@ command("AgentRedo", function()
   agent().redo()
 end, { desc = "Bring back what :AgentUndo reverted" })
 
+command("AgentState", function()
+  agent().open_state()
+end, { desc = "Open the session state file (STATE.md)" })
+
 command("AgentSessions", function()
   agent().sessions()
 end, { desc = "Pick a session to resume" })

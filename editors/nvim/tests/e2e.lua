@@ -148,6 +148,31 @@ local function run()
   end)
   step("deny with a reason: the model reads it")
 
+  -- :AgentState opens the state file the agent keeps; it reloads when the agent changes it.
+  vim.cmd("Agent record where we are")
+  wait("the first checkpoint", function()
+    return agent.state.status == "idle" and agent.state.phase == "testing"
+  end)
+  vim.cmd("AgentState")
+  local state_buf
+  wait("the state file in a buffer", function()
+    state_buf = vim.api.nvim_get_current_buf()
+    return vim.api.nvim_buf_get_name(state_buf):find("STATE.md", 1, true) ~= nil
+  end)
+  local function state_text()
+    return table.concat(vim.api.nvim_buf_get_lines(state_buf, 0, -1, false), "\n")
+  end
+  contains(state_text(), "- Focus: the answer function", "STATE.md")
+  contains(state_text(), "- Phase: testing", "STATE.md")
+  step(":AgentState opens the session state")
+  vim.cmd("Agent we are done")
+  wait("the state buffer to reload", function()
+    return state_text():find("- Phase: done", 1, true) ~= nil
+  end)
+  eq("done", agent.state.phase, "the phase from the state update")
+  step("the state buffer reloads when the agent checkpoints")
+  vim.cmd.buffer(src)
+
   -- :AgentSessions resumes a session from its history.
   vim.ui.select = function(items, _, on_choice)
     on_choice(items[1])

@@ -1,6 +1,6 @@
 // The chat webview: draws the state the extension sends; posts back the user's actions.
 import MarkdownIt from "markdown-it";
-import type { ChatState, Entry } from "../src/model";
+import { type ChatState, type Entry, workText } from "../src/model";
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void };
 const vscode = acquireVsCodeApi();
@@ -65,6 +65,7 @@ function draw(state: ChatState) {
   ($("cancel") as HTMLButtonElement).hidden = state.status !== "busy";
   ($("redo") as HTMLButtonElement).hidden = !state.revertedFrom;
   ($("mode") as HTMLSelectElement).value = state.mode ?? "";
+  $("work").textContent = workText(state);
 }
 
 window.addEventListener("message", (ev) => {

@@ -40,7 +40,7 @@ export class ChatView implements vscode.WebviewViewProvider {
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${view.webview.cspSource}; script-src 'nonce-${nonce}';">
 <link rel="stylesheet" href="${style}"></head>
 <body><div id="bar"><select id="mode" title="Mode"><option value="">mode…</option><option>build</option><option>plan</option><option>auto</option></select>
-<button id="redo" title="Bring back what was reverted">Redo</button><button id="cancel" title="Stop the turn">Cancel</button><span id="status"></span></div>
+<button id="redo" title="Bring back what was reverted">Redo</button><button id="cancel" title="Stop the turn">Cancel</button><span id="status"></span><div id="work" title="The session state file (STATE.md)"></div></div>
 <div id="log"></div>
 <form id="ask"><textarea id="input" rows="3" placeholder="Ask the agent (Ctrl+Enter sends)"></textarea><button id="send" type="submit">Send</button></form>
 <script nonce="${nonce}" src="${script}"></script></body></html>`;

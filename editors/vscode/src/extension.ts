@@ -19,6 +19,7 @@ import {
   applyUpdate,
   emptyState,
   fromHistory,
+  keepWork,
   permissionReply,
   serverSettings,
   statusText,
@@ -118,9 +119,17 @@ export class Agent {
     client.onRequest("agent/question", (params: Params<"agent/question">) => this.questions(params));
     this.client = client;
     await client.start();
+    await this.loadWork();
     this.refresh();
     const saved = this.context.workspaceState.get<string>(SESSION_KEY);
     if (saved) await this.resume(saved).catch(() => undefined);
+  }
+
+  /** The state file's focus and phase, for the chat view's bar. */
+  async loadWork() {
+    const work = await this.request("agent/state", {}).catch(() => undefined);
+    this.state.focus = work?.focus ?? undefined;
+    this.state.phase = work?.phase ?? undefined;
   }
 
   notRunning() {
@@ -166,7 +175,7 @@ export class Agent {
         mode: this.state.mode,
       });
       if (reply?.sessionId && reply.sessionId !== this.state.sessionId) {
-        this.state = emptyState(reply.sessionId);
+        this.state = keepWork(emptyState(reply.sessionId), this.state);
         this.setSession(reply.sessionId);
         this.refresh();
       }
@@ -260,7 +269,7 @@ export class Agent {
 
   async resume(sessionId: string) {
     const history = await this.request("agent/history", { sessionId });
-    this.state = fromHistory(history);
+    this.state = keepWork(fromHistory(history), this.state);
     this.setSession(sessionId);
     this.refresh();
   }

@@ -29,10 +29,26 @@ export interface ChatState {
   /// next prompt deletes them or a redo brings them back).
   revertedFrom?: string;
   mode?: string;
+  /// The session state file's focus and phase (the workspace's, so they outlive a session).
+  focus?: string;
+  phase?: string;
 }
 
 export function emptyState(sessionId?: string): ChatState {
   return { sessionId, entries: [], status: "idle" };
+}
+
+/** `next` with the focus and phase of `previous` (they belong to the workspace). */
+export function keepWork(next: ChatState, previous: ChatState): ChatState {
+  next.focus = previous.focus;
+  next.phase = previous.phase;
+  return next;
+}
+
+/** The bar's line for the state file: "Focus: … · phase", or "" before a checkpoint. */
+export function workText(state: ChatState): string {
+  if (!state.focus) return "";
+  return `Focus: ${state.focus}${state.phase ? ` · ${state.phase}` : ""}`;
 }
 
 function toolEntry(state: ChatState, id: string, name: string) {
@@ -99,6 +115,10 @@ export function applyUpdate(state: ChatState, u: SessionUpdate): ChatState {
           ? `Reverted ${u.files?.length ?? 0} file(s)`
           : `Restored ${u.files?.length ?? 0} file(s)`,
       });
+      break;
+    case "state":
+      state.focus = u.focus ?? undefined;
+      state.phase = u.phase ?? undefined;
       break;
     case "plan": {
       const lines = (u.todos ?? []).map(

@@ -199,6 +199,8 @@ try {
   // The webview is drawn over the side bar: a picture of the side bar's box shows it.
   await page.locator('[id="workbench.parts.sidebar"]').screenshot({ path: join(ARTIFACTS, "chat.png") });
   step("the chat view shows the streamed answer (screenshot saved)");
+  await chat.locator("#work", { hasText: "Focus: the answer function · testing" }).waitFor();
+  step("the chat view shows the state file's focus and phase");
 
   // Revert from the chat view: the file goes back to 41.
   await chat.getByRole("button", { name: "Revert" }).first().click();
@@ -224,7 +226,8 @@ try {
   const again = await chatFrame();
   await again.locator("#log", { hasText: "The answer is now 42." }).waitFor();
   await again.getByRole("button", { name: "Redo" }).waitFor();
-  step("after a reload the chat is restored from the history");
+  await again.locator("#work", { hasText: "Focus: the answer function · testing" }).waitFor();
+  step("after a reload the chat is restored from the history, the focus from agent/state");
 
   console.log("all passed");
   await finish(0);

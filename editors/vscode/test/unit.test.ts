@@ -8,9 +8,11 @@ import {
   applyUpdate,
   emptyState,
   fromHistory,
+  keepWork,
   permissionReply,
   serverSettings,
   statusText,
+  workText,
 } from "../src/model";
 
 test("chunks of one message merge; a new message starts a new entry", () => {
@@ -95,6 +97,7 @@ test("history becomes the same entries as the live stream", () => {
     todos: [],
     pendingPermissions: [],
     running: false,
+    distillations: [],
     mode: "plan",
     revert: null,
     messages: [
@@ -139,4 +142,15 @@ test("settings become initializationOptions with config.toml's keys; empty ones 
     base_url: "http://127.0.0.1:1/v1",
     api_key_env: "KEY",
   });
+});
+
+test("the state file's focus and phase come with state updates and outlive a session", () => {
+  const s = emptyState("a");
+  assert.equal(workText(s), "");
+  applyUpdate(s, { kind: "state", path: "/w/.agent-lsp/STATE.md", focus: "the parser", phase: "testing" });
+  assert.equal(workText(s), "Focus: the parser · testing");
+  applyUpdate(s, { kind: "state", path: "/w/.agent-lsp/STATE.md", focus: "the lexer", phase: null });
+  assert.equal(workText(s), "Focus: the lexer");
+  assert.equal(workText(keepWork(emptyState("b"), s)), "Focus: the lexer");
+  assert.equal(s.entries.length, 0, "no chat entry");
 });

@@ -85,8 +85,31 @@ local function on_update(_, params)
     vim.cmd("redrawstatus")
   elseif u.kind == "error" then
     notify(u.message or "error", vim.log.levels.ERROR)
+  elseif u.kind == "state" then
+    M.on_state(u)
   end
   chat.on_update(u)
+end
+
+local function value(v)
+  if v == vim.NIL then
+    return nil
+  end
+  return v
+end
+
+--- The session state file changed: remember its focus and phase, and reload a buffer that
+--- shows it (unless it holds unsaved changes of yours).
+function M.on_state(s)
+  M.state.focus, M.state.phase = value(s.focus), value(s.phase)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.api.nvim_buf_get_name(buf) == s.path then
+      vim.api.nvim_buf_call(buf, function()
+        vim.cmd("silent! checktime")
+      end)
+    end
+  end
+  vim.cmd("redrawstatus")
 end
 
 --- `agent/requestPermission`: a float with the request; the reply waits for a key.
@@ -311,6 +334,18 @@ function M.set_mode(mode)
     call("agent/setMode", { sessionId = M.state.session, mode = mode })
   end
   vim.cmd("redrawstatus")
+end
+
+--- Opens the session state file (`:AgentState`); it reloads when the agent changes it.
+function M.open_state()
+  call("agent/state", vim.empty_dict(), function(result)
+    M.state.focus, M.state.phase = value(result.focus), value(result.phase)
+    vim.cmd.edit(vim.fn.fnameescape(result.path))
+    vim.bo.autoread = true
+    if not result.exists then
+      notify("no session state yet: the agent writes it with its first checkpoint")
+    end
+  end)
 end
 
 --- For the status line: "" when idle, else what the agent is doing.
