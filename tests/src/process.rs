@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::fake_llm::Recorded;
 
-/// A binary of this workspace, next to the running test (target/<profile>/NAME), or from
+/// A binary of this workspace, next to the running test or binary (target/<profile>/NAME), or from
 /// `$AGENT_LSP_BIN` for `agent-lsp`.
 pub fn workspace_bin(name: &str) -> PathBuf {
     if name == "agent-lsp"
@@ -17,11 +17,14 @@ pub fn workspace_bin(name: &str) -> PathBuf {
         return PathBuf::from(path);
     }
     let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/test-xxxx → target/<profile>/NAME
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test binary lives in target/<profile>/deps");
+    // target/<profile>/deps/test-xxxx (a test) or target/<profile>/NAME (a bin of ours) →
+    // target/<profile>/NAME
+    let dir = exe.parent().expect("a binary lives in a folder");
+    let profile_dir = if dir.ends_with("deps") {
+        dir.parent().expect("target/<profile>/deps")
+    } else {
+        dir
+    };
     let path = profile_dir.join(name);
     assert!(
         path.exists(),

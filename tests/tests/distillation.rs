@@ -181,7 +181,7 @@ fn observations_are_consolidated_into_a_working_context_and_stay_searchable() {
         let env = setup(
             &llm,
             format,
-            "context_window = 8000\n[context_budget]\ndistilled = 0.004\n",
+            "context_window = 8000\ndistill_model = \"small-model\"\n[context_budget]\ndistilled = 0.004\n",
         );
         let first = run(&env, &["first codename: ZEPPELIN"]);
         assert_eq!(first.code, 0, "{}", first.stderr);

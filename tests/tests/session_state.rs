@@ -156,7 +156,7 @@ fn auto_entries_and_warnings_carry_the_work_from_one_session_to_the_next() {
         {"expect": {"request_contains": "resuming after an automatic entry"},
          "reply": {"text": "I will check the state first."}},
         // Its next turn, after a hand edit of STATE.md and a commit.
-        {"expect": {"request_contains": "was edited outside the agent since the last turn"},
+        {"expect": {"request_contains": ".agent-lsp/STATE.md was edited outside the agent since the last turn"},
          "reply": {"text": "Read it again."}}
     ]});
     let llm = FakeLlm::start(&script, "openai");
@@ -181,6 +181,7 @@ fn auto_entries_and_warnings_carry_the_work_from_one_session_to_the_next() {
     // A person edits STATE.md and commits between turns.
     let edited = state_file(&env).replace("## Decisions\n", "## Decisions\n\n- use tabs\n");
     std::fs::write(ws.join(".agent-lsp/STATE.md"), edited).unwrap();
+    std::fs::write(ws.join("AGENTS.md"), "Use tabs.\n").unwrap();
     git(&ws, &["add", "made_by_bash.txt"]);
     git(&ws, &["commit", "-qm", "bash output"]);
     let three = run(&env, &["--session", &sid, "and now?"]);
@@ -193,6 +194,10 @@ fn auto_entries_and_warnings_carry_the_work_from_one_session_to_the_next() {
     );
     let last = llm.requests().last().unwrap().body.to_string();
     assert!(last.contains("Decisions: 1 recorded"), "{last}");
+    assert!(
+        last.contains("AGENTS.md was edited outside the agent"),
+        "{last}"
+    );
     let state = state_file(&env);
     assert_eq!(state.matches(" on main: bash output").count(), 1, "{state}");
     assert_eq!(
@@ -201,5 +206,5 @@ fn auto_entries_and_warnings_carry_the_work_from_one_session_to_the_next() {
         "once each: {state}"
     );
     assert!(state.contains("- use tabs\n"), "a person's entry is kept");
-    assert!(git(&ws, &["status", "--porcelain"]).is_empty());
+    assert_eq!(git(&ws, &["status", "--porcelain"]), "?? AGENTS.md\n");
 }
