@@ -76,17 +76,28 @@ fn clock(ms: i64, format: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The text of a part the conversation shows: a text, or a note with text that is not the
+/// state block (the observer reads the state apart).
+fn shown_text(p: &crate::store::PartView) -> Option<&str> {
+    let text = p.data["text"].as_str().filter(|t| !t.trim().is_empty())?;
+    match p.kind {
+        PartKind::Text => Some(text),
+        PartKind::Note if p.data.get("state").is_none() => Some(text),
+        _ => None,
+    }
+}
+
 /// A message as lines of the observer's transcript; long tool outputs become a stub that
 /// says what was lost and where it is.
 fn render(m: &MessageView, out: &mut String) {
     let at = clock(m.created_at, "%H:%M");
     for p in &m.parts {
         match p.kind {
-            PartKind::Text | PartKind::Note => out.push_str(&format!(
-                "[{at}] [{}] {}\n",
-                m.role,
-                p.data["text"].as_str().unwrap_or_default().trim_end()
-            )),
+            PartKind::Text | PartKind::Note => {
+                if let Some(text) = shown_text(p) {
+                    out.push_str(&format!("[{at}] [{}] {}\n", m.role, text.trim_end()));
+                }
+            }
             PartKind::Tool => {
                 let name = p.data["name"].as_str().unwrap_or("tool");
                 let input = p.data["input"].as_str().unwrap_or("");
@@ -152,9 +163,11 @@ pub(super) fn message_tokens(m: &MessageView) -> usize {
 
 /// Whether a message shows in a request (an answer that failed before any output does not).
 pub(super) fn shows(m: &MessageView) -> bool {
-    m.parts
-        .iter()
-        .any(|p| matches!(p.kind, PartKind::Text | PartKind::Tool | PartKind::Note))
+    m.parts.iter().any(|p| {
+        p.kind == PartKind::Tool
+            || matches!(p.kind, PartKind::Text | PartKind::Note)
+                && p.data["text"].as_str().is_some_and(|t| !t.is_empty())
+    })
 }
 
 /// Whether a message is finished: nothing in it still streams or runs.

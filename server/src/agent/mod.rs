@@ -77,7 +77,7 @@ pub struct Agent {
     /// the revert the redo is about to clear (and delete the messages it brings back).
     revert_guard: tokio::sync::Mutex<()>,
     /// The user's repository status as last read (see `session_state.rs`).
-    repo: Arc<Mutex<Option<crate::repo_status::RepoStatus>>>,
+    repo: Arc<session_state::RepoCache>,
     /// One distillation at a time per session (see `distill.rs`).
     distilling: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }

@@ -19,6 +19,13 @@ use crate::store::{Event, SessionView, new_id};
 /// How long a request waits for `git status` before going with the last one known.
 const GIT_WAIT: Duration = Duration::from_millis(300);
 
+/// The user's repository status as last read, and whether a read is under way.
+#[derive(Default)]
+pub(super) struct RepoCache {
+    status: std::sync::Mutex<Option<RepoStatus>>,
+    reading: std::sync::atomic::AtomicBool,
+}
+
 /// A state block, and what a change is judged on (not the git line, which moves with every
 /// edit).
 pub(super) struct Block {
@@ -101,19 +108,40 @@ impl Agent {
             .unwrap_or_default()
     }
 
-    /// The user's repository status, read on a blocking thread; a read that takes longer than
-    /// [`GIT_WAIT`] finishes into the cache while the request goes with the last one known.
-    async fn repo_status(&self) -> Option<RepoStatus> {
+    /// The user's repository status. A fresh read starts on a blocking thread (unless one
+    /// is under way); with `wait` the caller gives it up to [`GIT_WAIT`], else — and when it
+    /// takes longer — it goes with the last one known, and the read lands in the cache for
+    /// the next.
+    async fn repo_status(&self, wait: bool) -> Option<RepoStatus> {
+        let cached = || {
+            self.repo
+                .status
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        };
+        if self
+            .repo
+            .reading
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return cached();
+        }
         let workspace = self.workspace.clone();
-        let cache = self.repo.clone();
+        let repo = self.repo.clone();
         let read = tokio::task::spawn_blocking(move || {
             let status = crate::repo_status::read(&workspace);
-            *cache.lock().unwrap_or_else(|p| p.into_inner()) = status.clone();
+            *repo.status.lock().unwrap_or_else(|p| p.into_inner()) = status.clone();
+            repo.reading
+                .store(false, std::sync::atomic::Ordering::Release);
             status
         });
+        if !wait {
+            return cached();
+        }
         match tokio::time::timeout(GIT_WAIT, read).await {
             Ok(Ok(status)) => status,
-            _ => self.repo.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            _ => cached(),
         }
     }
 
@@ -130,7 +158,14 @@ impl Agent {
         }
     }
 
-    async fn block(&self, view: &SessionView, tag: &str, warnings: &[String]) -> Block {
+    /// The block; `fresh`: worth waiting a moment for a new git line (a turn's start).
+    async fn block(
+        &self,
+        view: &SessionView,
+        tag: &str,
+        warnings: &[String],
+        fresh: bool,
+    ) -> Block {
         let state = self.load_state();
         let mut head = state.current_lines();
         if head.is_empty() {
@@ -142,7 +177,7 @@ impl Agent {
             .into_iter()
             .map(|o| format!("Obligations: {o}"))
             .collect();
-        let git = self.repo_status().await.map(|r| r.line());
+        let git = self.repo_status(fresh).await.map(|r| r.line());
         let warnings = warnings.iter().map(|w| format!("Warning: {w}"));
         let lines: Vec<String> = head
             .iter()
@@ -165,7 +200,7 @@ impl Agent {
     /// session's first turn after an `[auto]` entry, and a warning for the state file or
     /// AGENTS.md edited outside the agent since the last turn. A new HEAD commit is logged.
     pub(super) async fn turn_state_note(&self, sid: &str) -> Result<Value> {
-        self.log_new_commit().await;
+        self.log_new_commit(true).await;
         let view = self.session_view(sid)?;
         let state = self.load_state();
         let mut warnings = Vec::new();
@@ -186,7 +221,7 @@ impl Agent {
                 }
             }
         }
-        let block = self.block(&view, "session-state", &warnings).await;
+        let block = self.block(&view, "session-state", &warnings, true).await;
         Ok(json!({"text": block.text, "state": block.key}))
     }
 
@@ -210,7 +245,7 @@ impl Agent {
     /// (shown after its tool results) and an update for the editor.
     pub(super) async fn note_state_change(&self, sid: &str, message_id: &str) -> Result<()> {
         let view = self.session_view(sid)?;
-        let block = self.block(&view, "session-state-update", &[]).await;
+        let block = self.block(&view, "session-state-update", &[], false).await;
         if last_key(&view) == Some(block.key.as_str()) {
             return Ok(());
         }
@@ -269,7 +304,7 @@ impl Agent {
                 s.log.push(entry);
             });
         }
-        self.log_new_commit().await;
+        self.log_new_commit(false).await;
         self.record_seen(sid)
     }
 
@@ -296,9 +331,10 @@ impl Agent {
         )
     }
 
-    /// An `[auto]` Log entry for a commit on HEAD the Log does not name yet.
-    async fn log_new_commit(&self) {
-        let Some(repo) = self.repo_status().await else {
+    /// An `[auto]` Log entry for a commit on HEAD the Log does not name yet (`wait`: worth
+    /// waiting a moment for a fresh read).
+    async fn log_new_commit(&self, wait: bool) {
+        let Some(repo) = self.repo_status(wait).await else {
             return;
         };
         let Some((hash, summary)) = repo.head else {
