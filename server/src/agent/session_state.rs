@@ -18,12 +18,15 @@ use crate::store::{Event, SessionView, new_id};
 
 /// How long a request waits for `git status` before going with the last one known.
 const GIT_WAIT: Duration = Duration::from_millis(300);
+/// A read younger than this is reused: steps come faster than a big tree's status.
+const GIT_FRESH: Duration = Duration::from_secs(2);
 
 /// The user's repository status as last read, and whether a read is under way.
 #[derive(Default)]
 pub(super) struct RepoCache {
     status: std::sync::Mutex<Option<RepoStatus>>,
     reading: std::sync::atomic::AtomicBool,
+    read_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// A state block, and what a change is judged on (not the git line, which moves with every
@@ -108,10 +111,10 @@ impl Agent {
             .unwrap_or_default()
     }
 
-    /// The user's repository status. A fresh read starts on a blocking thread (unless one
-    /// is under way); with `wait` the caller gives it up to [`GIT_WAIT`], else — and when it
-    /// takes longer — it goes with the last one known, and the read lands in the cache for
-    /// the next.
+    /// The user's repository status. A read younger than [`GIT_FRESH`] is reused; else a
+    /// fresh one starts on a blocking thread (unless one is under way). With `wait` the
+    /// caller gives it up to [`GIT_WAIT`]; otherwise — and when it takes longer — it goes
+    /// with the last one known, and the read lands in the cache for the next.
     async fn repo_status(&self, wait: bool) -> Option<RepoStatus> {
         let cached = || {
             self.repo
@@ -120,10 +123,12 @@ impl Agent {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone()
         };
-        if self
-            .repo
-            .reading
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        let read_at = *self.repo.read_at.lock().unwrap_or_else(|p| p.into_inner());
+        if read_at.is_some_and(|t| t.elapsed() < GIT_FRESH)
+            || self
+                .repo
+                .reading
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
         {
             return cached();
         }
