@@ -24,6 +24,7 @@ const AGENT_METHODS: &[&str] = &[
     "agent/setMode",
     "agent/search",
     "agent/compact",
+    "agent/state",
 ];
 
 async fn served(client: &LspClient, after: &str) {
@@ -105,6 +106,26 @@ async fn wrong_parameter_types_for_every_agent_method_get_invalid_params() {
     let env = TestEnv::new();
     let client = LspClient::spawn(&env, &[]);
     client.initialize(initialize_params(&env.workspace())).await;
+    // The list above is every request the schema has the client send.
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            agent_lsp_tests::process::repo_root()
+                .join("editors/protocol/agent-protocol.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut sent: Vec<&str> = schema["methods"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, m)| m["direction"] == "clientToServer")
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let mut listed = AGENT_METHODS.to_vec();
+    sent.sort();
+    listed.sort();
+    assert_eq!(listed, sent);
     let wrong = [
         json!(42),
         json!("text"),
@@ -123,7 +144,7 @@ async fn wrong_parameter_types_for_every_agent_method_get_invalid_params() {
                 }
                 // Methods without parameters may ignore what they were sent.
                 Ok(_) => assert!(
-                    ["agent/config", "agent/sessions"].contains(method),
+                    ["agent/config", "agent/sessions", "agent/state"].contains(method),
                     "{method} accepted {params}"
                 ),
             }
