@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod editor;
+pub mod facts;
 pub mod frontmatter;
 pub mod hash;
 pub mod logging;

@@ -21,7 +21,7 @@ use serde_json::Value;
 pub use event::{Envelope, Event, Todo};
 
 use crate::status::{PartKind, PartStatus};
-pub use search::{Hit, Scope};
+pub use search::{Hit, Scope, identifier_words};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

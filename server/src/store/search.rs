@@ -57,7 +57,8 @@ pub fn split_identifiers(text: &str) -> String {
     out
 }
 
-fn identifier_words(token: &str) -> Vec<String> {
+/// The words of one identifier: `userStore` → `user`, `Store`; `HTTPServer2` → `HTTP`, `Server`, `2`.
+pub fn identifier_words(token: &str) -> Vec<String> {
     let chars: Vec<char> = token.chars().collect();
     let mut words = Vec::new();
     let mut word = String::new();
