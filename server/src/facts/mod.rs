@@ -4,4 +4,5 @@
 //! DEV benchmark (`dev.rs`). The store, the tools, the dream and the editors' inspector are
 //! to come (issue 16).
 
+pub mod dev;
 pub mod surface;

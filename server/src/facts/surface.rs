@@ -65,11 +65,7 @@ pub fn terms(text: &str) -> BTreeMap<String, f64> {
             return;
         }
         let key = canonical(&word);
-        let weight = if GENERIC.contains(&key.as_str()) {
-            weight * 0.35
-        } else {
-            weight
-        };
+        let weight = if generic(&key) { weight * 0.35 } else { weight };
         let slot = out.entry(key).or_insert(0.0);
         *slot = slot.max(weight);
     };
@@ -95,6 +91,15 @@ pub fn terms(text: &str) -> BTreeMap<String, f64> {
         }
     }
     out
+}
+
+/// Whether a stem is one of the [`GENERIC`] words'.
+fn generic(stem_: &str) -> bool {
+    static STEMS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    STEMS
+        .get_or_init(|| GENERIC.iter().map(|g| stem(g)).collect())
+        .iter()
+        .any(|g| g == stem_)
 }
 
 /// The alias group's first term for `word`, stemmed.
@@ -162,6 +167,8 @@ pub struct Explanation {
     /// Each matched stem: (stem, weight, idf).
     pub matches: Vec<(String, f64, f64)>,
     pub score: f64,
+    /// The share of the prompt's weight the matches cover.
+    pub coverage: f64,
     /// Its place among the facts that passed the gate.
     pub rank: Option<usize>,
     pub passed: bool,
@@ -170,6 +177,10 @@ pub struct Explanation {
 /// The least score that surfaces a fact: one specific word that few facts hold, or two
 /// that more do.
 pub const GATE: f64 = 2.0;
+/// The least share of the prompt's own weight the match must cover: a rare word in common
+/// is not enough when the rest of the prompt is about something else (a word no fact
+/// holds counts as rare).
+pub const COVERAGE: f64 = 0.4;
 
 /// The facts to search, indexed by their terms.
 pub struct Index {
@@ -208,6 +219,16 @@ impl Index {
         (1.0 + n / df).ln()
     }
 
+    /// What a prompt's word weighs in the coverage: its idf, or the most a word can weigh
+    /// when no fact holds it.
+    fn query_idf(&self, stem: &str) -> f64 {
+        if self.df.contains_key(stem) {
+            self.idf(stem)
+        } else {
+            (1.0 + self.facts.len() as f64).ln()
+        }
+    }
+
     fn score(&self, query: &BTreeMap<String, f64>, fact: &BTreeMap<String, f64>) -> Explanation {
         let mut matches = Vec::new();
         let mut score = 0.0;
@@ -218,10 +239,13 @@ impl Index {
                 matches.push((stem.clone(), weight, idf));
             }
         }
+        let whole: f64 = query.iter().map(|(stem, w)| w * self.query_idf(stem)).sum();
+        let coverage = if whole > 0.0 { score / whole } else { 0.0 };
         Explanation {
-            passed: score >= GATE,
+            passed: score >= GATE && coverage >= COVERAGE,
             matches,
             score,
+            coverage,
             rank: None,
         }
     }
