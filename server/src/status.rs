@@ -115,6 +115,48 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// How a memory fact is shown.
+    Tier {
+        /// Always shown, in reserved slots.
+        Core = "core",
+        /// Shown when a prompt is about it.
+        Archival = "archival",
+        /// Like archival, until it expires.
+        Temporary = "temporary",
+        /// Like archival, and it never decays.
+        Pinned = "pinned",
+    }
+}
+
+vocabulary! {
+    /// Where a memory fact holds.
+    FactScope {
+        Project = "project",
+        Global = "global",
+    }
+}
+
+vocabulary! {
+    /// Who may see a memory fact.
+    Sensitivity {
+        Normal = "normal",
+        /// Only the user (CLI, inspector): never shown to the model again.
+        #[serde(rename = "local-only")]
+        LocalOnly = "local-only",
+    }
+}
+
+vocabulary! {
+    /// Who wrote a memory fact.
+    FactSource {
+        User = "user",
+        Model = "model",
+        /// Extracted by a dream.
+        Dream = "dream",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +177,15 @@ mod tests {
         for e in TurnEnd::ALL {
             assert_eq!(serde_json::to_value(e).unwrap(), e.as_str());
         }
+        macro_rules! serde_matches {
+            ($($t:ty),*) => {$(
+                for v in <$t>::ALL {
+                    assert_eq!(<$t>::parse(v.as_str()), Some(*v));
+                    assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+                }
+            )*};
+        }
+        serde_matches!(Tier, FactScope, Sensitivity, FactSource);
         assert_eq!(PartKind::parse("hologram"), None);
     }
 }

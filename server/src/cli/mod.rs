@@ -1,6 +1,7 @@
 //! The command line: the LSP server (default) and the commands around it.
 
 mod doctor;
+mod memory;
 mod run;
 mod session;
 
@@ -38,6 +39,13 @@ pub enum Command {
     Snapshot(SnapshotCommand),
     /// Run one agent turn headless: stream the answer, run tools, exit.
     Run(run::RunArgs),
+    /// The workspace's memory facts: add, list, surface, why, update, forget, export.
+    Memory {
+        #[command(subcommand)]
+        command: memory::MemoryCommand,
+        #[command(flatten)]
+        place: memory::Place,
+    },
     /// Check the setup: configuration layers, data directory, database, provider.
     Doctor {
         /// The workspace to check (default: the current directory's project).
@@ -134,6 +142,7 @@ pub async fn run(command: Command) -> i32 {
         Command::Doctor { cwd, json } => doctor::run(cwd, json).await,
         Command::Run(args) => run::run(args).await,
         Command::Snapshot(cmd) => session::snapshot(cmd),
+        Command::Memory { command, place } => memory::run(command, place),
     };
     match result {
         Ok(code) => code,

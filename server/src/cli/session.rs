@@ -83,7 +83,7 @@ fn agent_for(store: Store, prefix: &str) -> anyhow::Result<(Agent, String)> {
 }
 
 /// Prints a revert-like result, as JSON or as text.
-fn report(json: bool, value: serde_json::Value, text: String) -> anyhow::Result<i32> {
+pub(super) fn report(json: bool, value: serde_json::Value, text: String) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &value)?;

@@ -1,8 +1,186 @@
-//! Memory facts (the memory that decides for itself what to remember and what to show):
-//! written by the model or the user, consolidated by a dream, surfaced when a prompt is
-//! about them. Built in parts; so far the lexical surface pipeline (`surface.rs`) and its
-//! DEV benchmark (`dev.rs`). The store, the tools, the dream and the editors' inspector are
-//! to come (issue 16).
+//! Memory facts: the memory that decides for itself what to remember and what to show.
+//! Facts are events in the log with their provenance (`store::facts` holds the projection);
+//! a prompt gets its core facts and the others it is about, through the lexical pipeline
+//! (`surface.rs`), within a token budget. Local-only facts are the user's alone: they never
+//! reach the model. So far: writing, updating, forgetting, feedback and surfacing, from the
+//! CLI; the model's tools, the dream and the inspector are to come (issue 16).
 
 pub mod dev;
 pub mod surface;
+
+use serde::Serialize;
+
+use crate::status::{FactScope, FactSource, Sensitivity, Tier};
+use crate::store::{Event, Fact, Store, new_id};
+
+/// The text as facts are compared for sameness: lower case, spacing collapsed, a final
+/// full stop dropped.
+pub fn normalize(text: &str) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    joined.trim_end_matches(['.', '!', ';']).to_lowercase()
+}
+
+/// A fact to write.
+#[derive(Debug, Clone)]
+pub struct NewFact {
+    pub content: String,
+    pub tier: Tier,
+    pub scope: FactScope,
+    pub sensitivity: Sensitivity,
+    /// For a temporary fact: how long it lasts.
+    pub ttl_hours: Option<f64>,
+    pub source: FactSource,
+    pub session_id: Option<String>,
+    pub message_id: Option<String>,
+    pub confidence: f64,
+}
+
+/// What a write did: the fact's id, and whether it is new (else the same text was there).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Written {
+    pub id: String,
+    pub created: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FactError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// The most characters of one fact.
+pub const MAX_CHARS: usize = 2_000;
+
+/// Writes `fact` for the workspace `project`.
+pub fn write(
+    store: &mut Store,
+    project: &str,
+    fact: NewFact,
+    now_ms: i64,
+) -> Result<Written, FactError> {
+    let content = fact.content.trim().to_string();
+    if content.is_empty() {
+        return Err(FactError::Invalid("a fact needs some text".into()));
+    }
+    let n = content.chars().count();
+    if n > MAX_CHARS {
+        return Err(FactError::Invalid(format!(
+            "the fact is {n} characters; at most {MAX_CHARS} fit"
+        )));
+    }
+    let expires_at = match (fact.tier, fact.ttl_hours) {
+        (Tier::Temporary, Some(h)) if h > 0.0 && h.is_finite() => {
+            Some(now_ms + (h * 3_600_000.0) as i64)
+        }
+        (Tier::Temporary, _) => {
+            return Err(FactError::Invalid(
+                "a temporary fact needs ttlHours (more than 0; fractions allowed)".into(),
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(FactError::Invalid(
+                "ttlHours is for temporary facts only".into(),
+            ));
+        }
+        (_, None) => None,
+    };
+    let project = (fact.scope == FactScope::Project).then(|| project.to_string());
+    let id = new_id();
+    store.append(
+        None,
+        &Event::FactWritten {
+            fact_id: id.clone(),
+            content: content.clone(),
+            tier: fact.tier,
+            scope: fact.scope,
+            project: project.clone(),
+            sensitivity: fact.sensitivity,
+            expires_at,
+            source: fact.source,
+            session_id: fact.session_id,
+            message_id: fact.message_id,
+            confidence: fact.confidence.clamp(0.0, 1.0),
+        },
+    )?;
+    // A write of a text already there updated that fact instead.
+    let holder = store.fact_with_text(fact.scope, project.as_deref(), &content)?;
+    Ok(match holder {
+        Some(f) if f.id != id => Written {
+            id: f.id,
+            created: false,
+        },
+        _ => Written { id, created: true },
+    })
+}
+
+/// One surfaced fact.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SurfacedFact {
+    pub id: String,
+    pub text: String,
+    pub tier: Tier,
+    pub score: f64,
+    pub matches: Vec<String>,
+}
+
+/// What a prompt gets: its facts and their token estimate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Surfaced {
+    pub facts: Vec<SurfacedFact>,
+    pub tokens: usize,
+}
+
+/// The most tokens the surfaced facts may take together.
+pub const SURFACE_TOKENS: usize = 1_200;
+
+/// The facts a prompt `query` gets in workspace `project`: every core fact, then the others
+/// that pass the gate, best first, within [`SURFACE_TOKENS`]. Local-only facts never.
+pub fn surface(facts: &[Fact], query: &str) -> Surfaced {
+    let shown: Vec<&Fact> = facts
+        .iter()
+        .filter(|f| f.sensitivity != Sensitivity::LocalOnly)
+        .collect();
+    let index = surface::Index::new(shown.iter().map(|f| (f.id.clone(), f.content.clone())));
+    let core = shown
+        .iter()
+        .filter(|f| f.tier == Tier::Core)
+        .map(|f| SurfacedFact {
+            id: f.id.clone(),
+            text: f.content.clone(),
+            tier: f.tier,
+            score: 0.0,
+            matches: Vec::new(),
+        });
+    let relevant = index.search(query).into_iter().filter_map(|hit| {
+        let f = shown
+            .iter()
+            .find(|f| f.id == hit.id && f.tier != Tier::Core)?;
+        Some(SurfacedFact {
+            id: f.id.clone(),
+            text: f.content.clone(),
+            tier: f.tier,
+            score: hit.score,
+            matches: hit.matches,
+        })
+    });
+    let mut out = Surfaced {
+        facts: Vec::new(),
+        tokens: 0,
+    };
+    for f in core.chain(relevant) {
+        let tokens = crate::tokens::estimate(&f.text) + 4;
+        if out.tokens + tokens > SURFACE_TOKENS && f.tier != Tier::Core {
+            break;
+        }
+        out.tokens += tokens;
+        out.facts.push(f);
+    }
+    out
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}

@@ -182,6 +182,9 @@ pub const GATE: f64 = 2.0;
 /// holds counts as rare).
 pub const COVERAGE: f64 = 0.4;
 
+/// The least corpus size IDF assumes.
+pub const MIN_CORPUS: f64 = 20.0;
+
 /// The facts to search, indexed by their terms.
 pub struct Index {
     facts: Vec<(String, BTreeMap<String, f64>)>,
@@ -216,7 +219,13 @@ impl Index {
         if df == 0.0 || (n >= 4.0 && df > n / 2.0) {
             return 0.0;
         }
-        (1.0 + n / df).ln()
+        (1.0 + self.corpus() / df).ln()
+    }
+
+    /// The corpus size IDF assumes: a small memory is scored as a part of a bigger one (with
+    /// three facts every word would look common, and nothing would pass the gate).
+    fn corpus(&self) -> f64 {
+        (self.facts.len() as f64).max(MIN_CORPUS)
     }
 
     /// What a prompt's word weighs in the coverage: its idf, or the most a word can weigh
@@ -225,7 +234,7 @@ impl Index {
         if self.df.contains_key(stem) {
             self.idf(stem)
         } else {
-            (1.0 + self.facts.len() as f64).ln()
+            (1.0 + self.corpus()).ln()
         }
     }
 

@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::status::{PartKind, PartStatus, SessionStatus};
+use crate::status::{
+    FactScope, FactSource, PartKind, PartStatus, Sensitivity, SessionStatus, Tier,
+};
 
 /// One todo item as the model writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,6 +129,40 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         consolidates: Vec<String>,
     },
+    /// A memory fact was written. The same text (up to case and spacing) in the same scope
+    /// and project updates the fact that holds it instead.
+    FactWritten {
+        fact_id: String,
+        content: String,
+        tier: Tier,
+        scope: FactScope,
+        /// The workspace key, for a project fact.
+        #[serde(default)]
+        project: Option<String>,
+        sensitivity: Sensitivity,
+        /// When a temporary fact expires (ms since the epoch).
+        #[serde(default)]
+        expires_at: Option<i64>,
+        source: FactSource,
+        #[serde(default)]
+        session_id: Option<String>,
+        #[serde(default)]
+        message_id: Option<String>,
+        confidence: f64,
+    },
+    /// A fact's text was changed (by the user or the model).
+    FactUpdated {
+        fact_id: String,
+        content: String,
+    },
+    FactForgotten {
+        fact_id: String,
+    },
+    /// Someone said a fact was useful (which confirms it) or irrelevant.
+    FactFeedback {
+        fact_id: String,
+        useful: bool,
+    },
     /// The agent wrote a memory block (`scope` is `global` or `project`); the file is the
     /// block's home, this is its provenance.
     MemoryWritten {
@@ -137,11 +173,17 @@ pub enum Event {
 }
 
 impl Event {
-    /// Everything but permission grants belongs to a session and needs its id.
+    /// Everything but permission grants and memory facts belongs to a session and needs its
+    /// id (a fact names its session in its provenance).
     pub fn is_session_scoped(&self) -> bool {
         !matches!(
             self,
-            Self::PermissionGranted { .. } | Self::PermissionRevoked { .. }
+            Self::PermissionGranted { .. }
+                | Self::PermissionRevoked { .. }
+                | Self::FactWritten { .. }
+                | Self::FactUpdated { .. }
+                | Self::FactForgotten { .. }
+                | Self::FactFeedback { .. }
         )
     }
 
@@ -162,6 +204,10 @@ impl Event {
             Self::MessagesDeleted { .. } => "messages_deleted",
             Self::MemoryWritten { .. } => "memory_written",
             Self::Distilled { .. } => "distilled",
+            Self::FactWritten { .. } => "fact_written",
+            Self::FactUpdated { .. } => "fact_updated",
+            Self::FactForgotten { .. } => "fact_forgotten",
+            Self::FactFeedback { .. } => "fact_feedback",
             Self::PermissionGranted { .. } => "permission_granted",
             Self::PermissionRevoked { .. } => "permission_revoked",
             Self::ContextEpochStarted { .. } => "context_epoch_started",

@@ -7,6 +7,7 @@
 //! `busy_timeout`).
 
 pub mod event;
+pub mod facts;
 mod projection;
 mod schema;
 mod search;
@@ -19,6 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use event::{Envelope, Event, Todo};
+pub use facts::Fact;
 
 use crate::status::{PartKind, PartStatus};
 pub use search::{Hit, Scope, identifier_words};

@@ -13,6 +13,7 @@ use crate::status::{PartKind, PartStatus};
 
 /// Projection tables, in the order they are cleared on rebuild.
 pub const TABLES: &[&str] = &[
+    "fact",
     "recall",
     "distillation",
     "part",
@@ -293,6 +294,67 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 }
                 search::index_distillation(tx, distillation_id)?;
             }
+        }
+        Event::FactWritten {
+            fact_id,
+            content,
+            tier,
+            scope,
+            project,
+            sensitivity,
+            expires_at,
+            source,
+            session_id,
+            message_id,
+            confidence,
+        } => {
+            let norm = crate::facts::normalize(content);
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM fact WHERE scope = ?1 AND project IS ?2 AND norm = ?3 AND forgotten = 0",
+                    params![scope, project, norm],
+                    |r| r.get(0),
+                )
+                .ok();
+            match existing {
+                // The same fact again: it is confirmed, and takes the newer tier and expiry.
+                Some(id) => {
+                    tx.execute(
+                        "UPDATE fact SET tier = ?2, expires_at = ?3, confidence = max(confidence, ?4),
+                                         updated_at = ?5, confirmed_at = ?5 WHERE id = ?1",
+                        params![id, tier, expires_at, confidence, at],
+                    )?;
+                }
+                None => {
+                    tx.execute(
+                        "INSERT OR IGNORE INTO fact (id, scope, project, tier, sensitivity, content, norm, source,
+                             session_id, message_id, confidence, expires_at, created_at, updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)",
+                        params![fact_id, scope, project, tier, sensitivity, content, norm, source,
+                                session_id, message_id, confidence, expires_at, at],
+                    )?;
+                }
+            }
+        }
+        Event::FactUpdated { fact_id, content } => {
+            tx.execute(
+                "UPDATE fact SET content = ?2, norm = ?3, updated_at = ?4, confirmed_at = ?4 WHERE id = ?1",
+                params![fact_id, content, crate::facts::normalize(content), at],
+            )?;
+        }
+        Event::FactForgotten { fact_id } => {
+            tx.execute(
+                "UPDATE fact SET forgotten = 1, updated_at = ?2 WHERE id = ?1",
+                params![fact_id, at],
+            )?;
+        }
+        Event::FactFeedback { fact_id, useful } => {
+            let sql = if *useful {
+                "UPDATE fact SET useful = useful + 1, confirmed_at = ?2 WHERE id = ?1"
+            } else {
+                "UPDATE fact SET irrelevant = irrelevant + 1 WHERE id = ?1 AND ?2 = ?2"
+            };
+            tx.execute(sql, params![fact_id, at])?;
         }
         // Memory lives in its files; the event is the record of who wrote what.
         Event::MemoryWritten { .. } => {}

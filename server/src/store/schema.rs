@@ -104,6 +104,28 @@ const MIGRATIONS: &[&str] = &[
          created_at      INTEGER NOT NULL
      );
      CREATE INDEX distillation_session ON distillation (session_id, seq);",
+    // 6: memory facts with their provenance; `norm` is the text as compared for dedup.
+    "CREATE TABLE fact (
+         id             TEXT PRIMARY KEY,
+         scope          TEXT NOT NULL,
+         project        TEXT,
+         tier           TEXT NOT NULL,
+         sensitivity    TEXT NOT NULL,
+         content        TEXT NOT NULL,
+         norm           TEXT NOT NULL,
+         source         TEXT NOT NULL,
+         session_id     TEXT,
+         message_id     TEXT,
+         confidence     REAL NOT NULL,
+         expires_at     INTEGER,
+         forgotten      INTEGER NOT NULL DEFAULT 0,
+         created_at     INTEGER NOT NULL,
+         updated_at     INTEGER NOT NULL,
+         confirmed_at   INTEGER,
+         useful         INTEGER NOT NULL DEFAULT 0,
+         irrelevant     INTEGER NOT NULL DEFAULT 0
+     );
+     CREATE INDEX fact_place ON fact (scope, project, norm);",
 ];
 
 /// The migration that created the recall index.

@@ -210,6 +210,39 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
                 to_message_id: format!("m{to}"),
                 consolidates: consolidates.into_iter().map(|c| format!("d{c}0")).collect(),
             }),
+        (
+            id(),
+            prop_oneof![Just("same text"), Just("Same  text."), Just("other")],
+            any::<bool>()
+        )
+            .prop_map(|(f, t, global)| Event::FactWritten {
+                fact_id: format!("f{f}"),
+                content: t.into(),
+                tier: crate::status::Tier::Archival,
+                scope: if global {
+                    crate::status::FactScope::Global
+                } else {
+                    crate::status::FactScope::Project
+                },
+                project: (!global).then(|| "proj".into()),
+                sensitivity: crate::status::Sensitivity::Normal,
+                expires_at: None,
+                source: crate::status::FactSource::Model,
+                session_id: Some("s1".into()),
+                message_id: None,
+                confidence: 0.5,
+            }),
+        (id(), any::<bool>()).prop_map(|(f, useful)| Event::FactFeedback {
+            fact_id: format!("f{f}"),
+            useful
+        }),
+        id().prop_map(|f| Event::FactForgotten {
+            fact_id: format!("f{f}")
+        }),
+        (id(), text).prop_map(|(f, t)| Event::FactUpdated {
+            fact_id: format!("f{f}"),
+            content: t
+        }),
         proptest::collection::vec(text, 0..3).prop_map(|items| Event::TodosReplaced {
             todos: items
                 .into_iter()

@@ -1,0 +1,103 @@
+//! The memory facts as stored (the `fact` projection) and the queries on them.
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{Result, Store};
+use crate::status::{FactScope, FactSource, Sensitivity, Tier};
+
+/// One fact with its provenance and its record of use.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fact {
+    pub id: String,
+    pub content: String,
+    pub tier: Tier,
+    pub scope: FactScope,
+    pub project: Option<String>,
+    pub sensitivity: Sensitivity,
+    pub source: FactSource,
+    pub session_id: Option<String>,
+    pub message_id: Option<String>,
+    pub confidence: f64,
+    pub expires_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub confirmed_at: Option<i64>,
+    pub useful: i64,
+    pub irrelevant: i64,
+}
+
+impl Fact {
+    /// A temporary fact past its time.
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.expires_at.is_some_and(|t| t <= now_ms)
+    }
+}
+
+const SELECT: &str = "SELECT id, content, tier, scope, project, sensitivity, source, session_id,
+    message_id, confidence, expires_at, created_at, updated_at, confirmed_at, useful, irrelevant
+    FROM fact";
+
+fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Fact> {
+    Ok(Fact {
+        id: r.get(0)?,
+        content: r.get(1)?,
+        tier: r.get(2)?,
+        scope: r.get(3)?,
+        project: r.get(4)?,
+        sensitivity: r.get(5)?,
+        source: r.get(6)?,
+        session_id: r.get(7)?,
+        message_id: r.get(8)?,
+        confidence: r.get(9)?,
+        expires_at: r.get(10)?,
+        created_at: r.get(11)?,
+        updated_at: r.get(12)?,
+        confirmed_at: r.get(13)?,
+        useful: r.get(14)?,
+        irrelevant: r.get(15)?,
+    })
+}
+
+impl Store {
+    /// The facts a workspace sees (its project's and the global ones), not forgotten and not
+    /// expired at `now_ms`, oldest first.
+    pub fn facts(&self, project: &str, now_ms: i64) -> Result<Vec<Fact>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "{SELECT} WHERE forgotten = 0 AND (scope = 'global' OR project = ?1)
+               AND (expires_at IS NULL OR expires_at > ?2) ORDER BY created_at, id"
+        ))?;
+        let rows = stmt.query_map(params![project, now_ms], from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// One fact, forgotten or not.
+    pub fn fact(&self, id: &str) -> Result<Option<Fact>> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .conn
+            .query_row(&format!("{SELECT} WHERE id = ?1"), params![id], from_row)
+            .optional()?)
+    }
+
+    /// The live fact holding `content` in that place (what a write of it updates).
+    pub fn fact_with_text(
+        &self,
+        scope: FactScope,
+        project: Option<&str>,
+        content: &str,
+    ) -> Result<Option<Fact>> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .conn
+            .query_row(
+                &format!(
+                    "{SELECT} WHERE scope = ?1 AND project IS ?2 AND norm = ?3 AND forgotten = 0"
+                ),
+                params![scope, project, crate::facts::normalize(content)],
+                from_row,
+            )
+            .optional()?)
+    }
+}

@@ -1,0 +1,211 @@
+//! `agent-lsp memory` through the real binary: writes with dedup (also from two processes
+//! at once), what surfaces for a prompt (core always, local-only never, the gate), TTL
+//! expiry, project isolation, and why / update / forget / feedback / export.
+
+use std::path::Path;
+
+use agent_lsp_tests::process::TestEnv;
+use serde_json::Value;
+
+fn memory(env: &TestEnv, cwd: &Path, args: &[&str]) -> (i32, Value, String) {
+    let mut all = vec!["memory"];
+    all.extend(args);
+    let cwd = cwd.to_str().unwrap();
+    all.extend(["--cwd", cwd, "--json"]);
+    let (code, out, err) = env.run(&all);
+    (code, serde_json::from_str(&out).unwrap_or(Value::Null), err)
+}
+
+fn ok(env: &TestEnv, cwd: &Path, args: &[&str]) -> Value {
+    let (code, v, err) = memory(env, cwd, args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    v
+}
+
+fn ids(v: &Value) -> Vec<String> {
+    v["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn facts_are_written_once_surfaced_by_relevance_and_kept_to_their_project() {
+    let env = TestEnv::new();
+    let a = env.workspace();
+    std::fs::create_dir_all(a.join(".git")).unwrap();
+    let b = env.dir.path().join("other");
+    std::fs::create_dir_all(b.join(".git")).unwrap();
+
+    let redis = ok(&env, &a, &["add", "The Redis connection pool size is 64"]);
+    assert_eq!(redis["created"], true);
+    let again = ok(&env, &a, &["add", "the redis  connection pool size is 64."]);
+    assert_eq!(
+        (again["id"].clone(), again["created"].clone()),
+        (redis["id"].clone(), false.into())
+    );
+    let core = ok(
+        &env,
+        &a,
+        &["add", "Answer in British English", "--tier", "core"],
+    );
+    let secret = ok(
+        &env,
+        &a,
+        &[
+            "add",
+            "The redis admin password is hunter2",
+            "--sensitivity",
+            "local-only",
+        ],
+    );
+    let global = ok(
+        &env,
+        &a,
+        &["add", "Prefer tabs in Go files", "--scope", "global"],
+    );
+
+    // Two processes at once: the same text is one fact; two similar texts stay two.
+    let spawn = |text: &str| {
+        let cwd = a.to_str().unwrap().to_string();
+        env.command(&["memory", "add", text, "--cwd", &cwd, "--json"])
+            .output()
+            .unwrap()
+    };
+    let (x, y) = std::thread::scope(|s| {
+        let x = s.spawn(|| spawn("The deploy freeze starts on December 18"));
+        let y = s.spawn(|| spawn("The deploy freeze starts on December 18"));
+        (x.join().unwrap(), y.join().unwrap())
+    });
+    let (x, y): (Value, Value) = (
+        serde_json::from_slice(&x.stdout).unwrap(),
+        serde_json::from_slice(&y.stdout).unwrap(),
+    );
+    assert_eq!(x["id"], y["id"], "one fact");
+    assert_ne!(x["created"], y["created"], "one of them made it");
+    std::thread::scope(|s| {
+        s.spawn(|| spawn("The billing cron job runs at 03:17 UTC"));
+        s.spawn(|| spawn("The billing cron job runs at 03:18 UTC"));
+    });
+    let listed = ok(&env, &a, &["list"]);
+    assert_eq!(ids(&listed).len(), 7, "{listed}");
+    let secret_row = listed["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == secret["id"])
+        .unwrap();
+    assert_eq!(secret_row["sensitivity"], "local-only");
+    assert_eq!(secret_row["source"], "user");
+
+    // What a prompt gets: core always, the relevant fact, never the local-only one.
+    let shown = ok(&env, &a, &["surface", "how big is the redis pool"]);
+    assert_eq!(
+        ids(&shown),
+        [core["id"].as_str().unwrap(), redis["id"].as_str().unwrap()],
+        "{shown}"
+    );
+    assert!(shown["tokens"].as_u64().unwrap() > 0);
+    let nothing = ok(&env, &a, &["surface", "write a unit test for the parser"]);
+    assert_eq!(
+        ids(&nothing),
+        [core["id"].as_str().unwrap()],
+        "only core: {nothing}"
+    );
+    let why = ok(
+        &env,
+        &a,
+        &[
+            "why",
+            secret["id"].as_str().unwrap(),
+            "redis admin password",
+        ],
+    );
+    assert_eq!(why["verdict"], "local-only: never shown to the model");
+    let why = ok(
+        &env,
+        &a,
+        &[
+            "why",
+            redis["id"].as_str().unwrap(),
+            "how big is the redis pool",
+        ],
+    );
+    assert_eq!(why["verdict"], "passed the gate");
+    assert_eq!(why["rank"], 2);
+
+    // Another project sees the global fact only, and cannot touch this one's.
+    let there = ok(&env, &b, &["list"]);
+    assert_eq!(ids(&there), [global["id"].as_str().unwrap()]);
+    let (code, _, err) = memory(&env, &b, &["forget", redis["id"].as_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("belongs to another project"), "{err}");
+
+    // Update, feedback, forget, export.
+    let id = redis["id"].as_str().unwrap();
+    ok(
+        &env,
+        &a,
+        &["update", id, "The Redis connection pool size is 128"],
+    );
+    ok(&env, &a, &["useful", id]);
+    ok(&env, &a, &["irrelevant", id]);
+    let exported = ok(&env, &a, &["export"]);
+    let row = exported["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap()
+        .clone();
+    assert_eq!(row["content"], "The Redis connection pool size is 128");
+    assert_eq!(
+        (row["useful"].clone(), row["irrelevant"].clone()),
+        (1.into(), 1.into())
+    );
+    assert!(!row["confirmedAt"].is_null());
+    ok(&env, &a, &["forget", id]);
+    assert!(!ids(&ok(&env, &a, &["list"])).contains(&id.to_string()));
+    let (code, _, err) = memory(&env, &a, &["update", "no-such-id", "x"]);
+    assert!(code != 0 && err.contains("no fact no-such-id"), "{err}");
+}
+
+#[test]
+fn a_temporary_fact_expires_and_needs_a_time_to_live() {
+    let env = TestEnv::new();
+    let a = env.workspace();
+    let (code, _, err) = memory(
+        &env,
+        &a,
+        &["add", "The build is red", "--tier", "temporary"],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("needs ttlHours"), "{err}");
+    let (code, _, err) = memory(&env, &a, &["add", "x", "--ttl-hours", "1"]);
+    assert!(
+        code != 0 && err.contains("for temporary facts only"),
+        "{err}"
+    );
+    // 0.0004 h: about 1.4 s.
+    let t = ok(
+        &env,
+        &a,
+        &[
+            "add",
+            "The main build is red until the fix lands",
+            "--tier",
+            "temporary",
+            "--ttl-hours",
+            "0.0004",
+        ],
+    );
+    assert_eq!(
+        ids(&ok(&env, &a, &["surface", "is the main build red"])),
+        [t["id"].as_str().unwrap()]
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1_800));
+    assert!(ids(&ok(&env, &a, &["list"])).is_empty(), "expired");
+    assert!(ids(&ok(&env, &a, &["surface", "is the main build red"])).is_empty());
+}
