@@ -121,11 +121,14 @@ impl Agent {
     pub(super) async fn promote(&self, sid: &str, input_id: &str) -> Result<()> {
         let state = self.turn_state_note(sid).await?;
         let message_id = new_id();
-        let context = self
+        let input = self
             .with_store(|s| s.inbox(sid))?
             .into_iter()
-            .find(|i| i.input_id == input_id)
+            .find(|i| i.input_id == input_id);
+        let context = input
+            .as_ref()
             .and_then(|i| i.context["note"].as_str().map(String::from));
+        let facts = self.surface_facts(input.as_ref().map_or("", |i| i.text.as_str()))?;
         let mut events = vec![Event::InputPromoted {
             input_id: input_id.into(),
             message_id: message_id.clone(),
@@ -146,8 +149,36 @@ impl Agent {
             events.push(note(json!({"text": text, "record": new_record})));
         }
         events.push(note(state));
+        if let Some((text, ids)) = facts {
+            events.push(note(json!({"text": text, "facts": ids})));
+            self.with_store(|s| s.append(None, &Event::FactsSurfaced { fact_ids: ids }))?;
+        }
         self.append(sid, events)?;
         self.publish_user_message(sid, message_id)
+    }
+
+    /// The memory facts `prompt` gets (core ones, and those it is about), as a note's text,
+    /// with their ids; `None` when none surface.
+    fn surface_facts(&self, prompt: &str) -> Result<Option<(String, Vec<String>)>> {
+        let all = self.with_store(|s| s.facts(&self.project(), crate::facts::now_ms()))?;
+        let shown = crate::facts::surface(&all, prompt);
+        if shown.facts.is_empty() {
+            return Ok(None);
+        }
+        let lines: Vec<String> = shown
+            .facts
+            .iter()
+            .map(|f| format!("- [{}] {}", f.id, crate::markdown::one_line(&f.text)))
+            .collect();
+        let text = format!(
+            "<memory-facts>\nWhat you remember that bears on this prompt (memory_useful, \
+             memory_irrelevant, memory_update and memory_forget take the ids):\n{}\n</memory-facts>",
+            lines.join("\n")
+        );
+        Ok(Some((
+            text,
+            shown.facts.into_iter().map(|f| f.id).collect(),
+        )))
     }
 
     /// Shows the promoted message's text in the editor.

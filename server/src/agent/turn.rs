@@ -166,6 +166,7 @@ impl Agent {
                 break;
             }
             ctx.call_id = call.id.clone();
+            ctx.message_id = message_id.to_string();
             ran.unreported |= self.registry.changes_unreported_files(&call.name);
             let end = self
                 .run_tool(sid, message_id, call, list_version, ctx, recent)

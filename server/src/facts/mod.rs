@@ -180,6 +180,22 @@ pub fn surface(facts: &[Fact], query: &str) -> Surfaced {
     out
 }
 
+/// `memory_read`: the facts that share a word with `query` (forms of a word match), best
+/// first, at most `limit`; no gate — the model asked. Never local-only ones.
+pub fn read<'a>(facts: &'a [Fact], query: &str, limit: usize) -> Vec<&'a Fact> {
+    let shown: Vec<&Fact> = facts
+        .iter()
+        .filter(|f| f.sensitivity != Sensitivity::LocalOnly)
+        .collect();
+    let index = surface::Index::new(shown.iter().map(|f| (f.id.clone(), f.content.clone())));
+    index
+        .rank(query)
+        .into_iter()
+        .filter_map(|hit| shown.iter().find(|f| f.id == hit.id).copied())
+        .take(limit)
+        .collect()
+}
+
 /// Milliseconds since the epoch, now.
 pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()

@@ -261,13 +261,27 @@ impl Index {
 
     /// The facts that pass the gate for `query`, best first.
     pub fn search(&self, query: &str) -> Vec<Scored> {
+        self.ranked(query, true)
+    }
+
+    /// Every fact that shares a term with `query`, best first (no gate).
+    pub fn rank(&self, query: &str) -> Vec<Scored> {
+        self.ranked(query, false)
+    }
+
+    fn ranked(&self, query: &str, gated: bool) -> Vec<Scored> {
         let q = terms(query);
         let mut out: Vec<Scored> = self
             .facts
             .iter()
             .filter_map(|(id, t)| {
                 let e = self.score(&q, t);
-                e.passed.then(|| Scored {
+                let keep = if gated {
+                    e.passed
+                } else {
+                    !e.matches.is_empty()
+                };
+                keep.then(|| Scored {
                     id: id.clone(),
                     score: e.score,
                     matches: e.matches.into_iter().map(|m| m.0).collect(),

@@ -158,6 +158,10 @@ pub enum Event {
     FactForgotten {
         fact_id: String,
     },
+    /// Facts were shown to the model with a prompt (exposure, which is not evidence).
+    FactsSurfaced {
+        fact_ids: Vec<String>,
+    },
     /// Someone said a fact was useful (which confirms it) or irrelevant.
     FactFeedback {
         fact_id: String,
@@ -184,6 +188,7 @@ impl Event {
                 | Self::FactUpdated { .. }
                 | Self::FactForgotten { .. }
                 | Self::FactFeedback { .. }
+                | Self::FactsSurfaced { .. }
         )
     }
 
@@ -208,6 +213,7 @@ impl Event {
             Self::FactUpdated { .. } => "fact_updated",
             Self::FactForgotten { .. } => "fact_forgotten",
             Self::FactFeedback { .. } => "fact_feedback",
+            Self::FactsSurfaced { .. } => "facts_surfaced",
             Self::PermissionGranted { .. } => "permission_granted",
             Self::PermissionRevoked { .. } => "permission_revoked",
             Self::ContextEpochStarted { .. } => "context_epoch_started",

@@ -26,6 +26,9 @@ pub struct Fact {
     pub confirmed_at: Option<i64>,
     pub useful: i64,
     pub irrelevant: i64,
+    /// Exposure, apart from confirmation: when and how often it was shown to the model.
+    pub last_surfaced: Option<i64>,
+    pub surfaced_count: i64,
 }
 
 impl Fact {
@@ -36,7 +39,8 @@ impl Fact {
 }
 
 const SELECT: &str = "SELECT id, content, tier, scope, project, sensitivity, source, session_id,
-    message_id, confidence, expires_at, created_at, updated_at, confirmed_at, useful, irrelevant
+    message_id, confidence, expires_at, created_at, updated_at, confirmed_at, useful, irrelevant,
+    last_surfaced, surfaced_count
     FROM fact";
 
 fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Fact> {
@@ -57,6 +61,8 @@ fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Fact> {
         confirmed_at: r.get(13)?,
         useful: r.get(14)?,
         irrelevant: r.get(15)?,
+        last_surfaced: r.get(16)?,
+        surfaced_count: r.get(17)?,
     })
 }
 

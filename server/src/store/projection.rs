@@ -348,6 +348,14 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 params![fact_id, at],
             )?;
         }
+        Event::FactsSurfaced { fact_ids } => {
+            for id in fact_ids {
+                tx.execute(
+                    "UPDATE fact SET last_surfaced = ?2, surfaced_count = surfaced_count + 1 WHERE id = ?1",
+                    params![id, at],
+                )?;
+            }
+        }
         Event::FactFeedback { fact_id, useful } => {
             let sql = if *useful {
                 "UPDATE fact SET useful = useful + 1, confirmed_at = ?2 WHERE id = ?1"

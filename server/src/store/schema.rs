@@ -123,7 +123,9 @@ const MIGRATIONS: &[&str] = &[
          updated_at     INTEGER NOT NULL,
          confirmed_at   INTEGER,
          useful         INTEGER NOT NULL DEFAULT 0,
-         irrelevant     INTEGER NOT NULL DEFAULT 0
+         irrelevant     INTEGER NOT NULL DEFAULT 0,
+         last_surfaced  INTEGER,
+         surfaced_count INTEGER NOT NULL DEFAULT 0
      );
      CREATE INDEX fact_place ON fact (scope, project, norm);",
 ];

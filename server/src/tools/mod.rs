@@ -7,6 +7,7 @@ mod apply_patch;
 mod bash;
 mod context_state;
 mod edit;
+mod facts;
 pub mod files;
 mod glob;
 mod grep;
@@ -163,15 +164,16 @@ pub struct ToolContext {
     pub webfetch_allow_hosts: Vec<String>,
     /// The id of the call being run (names its saved output).
     pub call_id: String,
-    /// The session the calls belong to.
+    /// The session the calls belong to, and the message of the call being run.
     pub session_id: String,
+    pub message_id: String,
     /// The session store, for `recall` (absent in contexts without one).
     pub recall: Option<RecallSource>,
     /// The session state file, relative to the root (`state_file`).
     pub state_file: PathBuf,
 }
 
-/// Where `recall` searches: the store, and the workspace's key in it.
+/// The session store and the workspace's key in it (for `recall` and the memory facts).
 #[derive(Clone)]
 pub struct RecallSource {
     pub store: Arc<Mutex<crate::store::Store>>,
@@ -197,6 +199,7 @@ impl ToolContext {
             webfetch_allow_hosts: config.webfetch_allow_hosts.clone(),
             call_id: String::new(),
             session_id: String::new(),
+            message_id: String::new(),
             recall: None,
             state_file: config.state_file.clone(),
         }
@@ -376,6 +379,13 @@ impl Registry {
             Box::new(context_state::ContextCheckpoint),
             Box::new(context_state::ContextDiscover),
             Box::new(context_state::ContextLoad),
+            Box::new(facts::MemoryWrite),
+            Box::new(facts::MemoryUpdate),
+            Box::new(facts::MemoryRead),
+            Box::new(facts::MemoryForget),
+            Box::new(facts::MemoryWhy),
+            Box::new(facts::MemoryUseful),
+            Box::new(facts::MemoryIrrelevant),
         ])
     }
 

@@ -55,7 +55,7 @@ async fn registry_errors_are_results() {
     assert!(r.output.contains("tool list changed"), "{}", r.output);
     // Every tool has an object schema with properties.
     let defs = reg.definitions(&f.ctx);
-    assert_eq!(defs.len(), 19);
+    assert_eq!(defs.len(), 26);
     for d in defs {
         assert_eq!(d.parameters["type"], "object", "{}", d.name);
     }
