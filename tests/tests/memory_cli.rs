@@ -230,7 +230,13 @@ fn the_model_writes_facts_and_later_prompts_get_the_relevant_ones_never_the_loca
     let llm = FakeLlm::start(&script, "openai");
     let env = setup(&llm, "openai", "");
     let ws = env.workspace();
-    let one = run(&env, &["--yes", "remember the pool size, and keep my password to yourself"]);
+    let one = run(
+        &env,
+        &[
+            "--yes",
+            "remember the pool size, and keep my password to yourself",
+        ],
+    );
     assert_eq!(one.code, 0, "{}", one.stderr);
     let two = run(&env, &["--yes", "how big is the redis pool?"]);
     assert_eq!(two.code, 0, "{}", two.stderr);
@@ -238,22 +244,46 @@ fn the_model_writes_facts_and_later_prompts_get_the_relevant_ones_never_the_loca
     assert_eq!(three.code, 0, "{}", three.stderr);
 
     let requests = llm.requests();
-    assert!(requests.iter().all(|q| q.error.is_none()), "{:?}", requests.iter().map(|q| &q.error).collect::<Vec<_>>());
+    assert!(
+        requests.iter().all(|q| q.error.is_none()),
+        "{:?}",
+        requests.iter().map(|q| &q.error).collect::<Vec<_>>()
+    );
     let prompt_two = requests[2].body.to_string();
     assert!(prompt_two.contains("<memory-facts>"), "{prompt_two}");
     // After the session that wrote it, the local-only fact is in no request.
     for q in &requests[2..] {
-        assert!(!q.body.to_string().contains("hunter2"), "local-only leaked: {}", q.body);
+        assert!(
+            !q.body.to_string().contains("hunter2"),
+            "local-only leaked: {}",
+            q.body
+        );
     }
-    assert!(!requests[4].body.to_string().contains("<memory-facts>"), "nothing for a loose prompt");
+    assert!(
+        !requests[4].body.to_string().contains("<memory-facts>"),
+        "nothing for a loose prompt"
+    );
 
     let facts = ok(&env, &ws, &["list"]);
     let facts = facts["facts"].as_array().unwrap();
-    assert_eq!(facts.len(), 2, "the temporary one without a ttl was refused");
-    let redis = facts.iter().find(|f| f["content"] == "The Redis connection pool size is 64").unwrap();
+    assert_eq!(
+        facts.len(),
+        2,
+        "the temporary one without a ttl was refused"
+    );
+    let redis = facts
+        .iter()
+        .find(|f| f["content"] == "The Redis connection pool size is 64")
+        .unwrap();
     assert_eq!(redis["source"], "model");
     assert_eq!(redis["sessionId"].as_str(), Some(one.session().as_str()));
     assert!(redis["messageId"].is_string());
-    assert_eq!(redis["surfacedCount"], 1, "shown once, with the second prompt");
-    assert!(redis["confirmedAt"].is_null(), "being shown is not a confirmation");
+    assert_eq!(
+        redis["surfacedCount"], 1,
+        "shown once, with the second prompt"
+    );
+    assert!(
+        redis["confirmedAt"].is_null(),
+        "being shown is not a confirmation"
+    );
 }

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
@@ -171,48 +170,22 @@ pub fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
             )
         }
         MemoryCommand::Why { id, query } => {
-            let fact = owned(&store, &id, &project)?;
-            let all = store.facts(&project, now)?;
-            let shown = facts::surface(&all, &query);
-            let rank = shown.facts.iter().position(|f| f.id == id).map(|r| r + 1);
-            let visible: Vec<&Fact> = all
-                .iter()
-                .filter(|f| f.sensitivity != Sensitivity::LocalOnly)
-                .collect();
-            let index = facts::surface::Index::new(
-                visible.iter().map(|f| (f.id.clone(), f.content.clone())),
+            let fact = facts::find(&store, &id, &project, true)?;
+            let why = facts::why(&store.facts(&project, now)?, &fact, &query);
+            let text = format!(
+                "{id}: {}; rank {:?}; score {:?} (gate {}), coverage {:?} (gate {})",
+                why.verdict,
+                why.rank,
+                why.score,
+                facts::surface::GATE,
+                why.coverage,
+                facts::surface::COVERAGE
             );
-            let e = index.explain(&query, &id);
-            let verdict = match (&fact, &e) {
-                (f, _) if f.sensitivity == Sensitivity::LocalOnly => {
-                    "local-only: never shown to the model"
-                }
-                (f, _) if f.tier == Tier::Core => "core: always shown",
-                (_, Some(e)) if e.passed => "passed the gate",
-                _ => "held back by the gate",
-            };
-            let value = json!({
-                "id": id, "tier": fact.tier, "verdict": verdict, "rank": rank,
-                "score": e.as_ref().map(|e| e.score), "coverage": e.as_ref().map(|e| e.coverage),
-                "gate": {"score": facts::surface::GATE, "coverage": facts::surface::COVERAGE},
-                "matches": e.as_ref().map(|e| e.matches.iter().map(|(s, w, idf)| json!({"term": s, "weight": w, "idf": idf})).collect::<Vec<_>>()),
-            });
-            let text = format!("{id}: {verdict}; rank {rank:?}; {}", value["matches"]);
-            report(json, value, text)
+            report(json, serde_json::to_value(&why)?, text)
         }
         MemoryCommand::Update { id, text } => {
-            owned(&store, &id, &project)?;
-            let n = text.trim().chars().count();
-            if n == 0 || n > facts::MAX_CHARS {
-                bail!("a fact's text is 1 to {} characters", facts::MAX_CHARS);
-            }
-            store.append(
-                None,
-                &Event::FactUpdated {
-                    fact_id: id.clone(),
-                    content: text.trim().into(),
-                },
-            )?;
+            facts::find(&store, &id, &project, true)?;
+            facts::update(&mut store, &id, &text)?;
             report(
                 json,
                 json!({"id": id, "updated": true}),
@@ -220,7 +193,7 @@ pub fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
             )
         }
         MemoryCommand::Forget { id } => {
-            owned(&store, &id, &project)?;
+            facts::find(&store, &id, &project, true)?;
             store.append(
                 None,
                 &Event::FactForgotten {
@@ -245,7 +218,7 @@ fn feedback(
     useful: bool,
     json: bool,
 ) -> anyhow::Result<i32> {
-    owned(store, id, project)?;
+    facts::find(store, id, project, true)?;
     store.append(
         None,
         &Event::FactFeedback {
@@ -259,16 +232,6 @@ fn feedback(
         json!({"id": id, word: true}),
         format!("marked fact {id} {word}"),
     )
-}
-
-/// Fact `id`, if it is live and this workspace's (or global): another project's facts are
-/// out of reach from here.
-fn owned(store: &Store, id: &str, project: &str) -> anyhow::Result<Fact> {
-    let fact = store.fact(id)?.with_context(|| format!("no fact {id}"))?;
-    if fact.scope == FactScope::Project && fact.project.as_deref() != Some(project) {
-        bail!("fact {id} belongs to another project");
-    }
-    Ok(fact)
 }
 
 fn line(f: &Fact) -> String {

@@ -196,6 +196,109 @@ pub fn read<'a>(facts: &'a [Fact], query: &str, limit: usize) -> Vec<&'a Fact> {
         .collect()
 }
 
+/// Fact `id` if it is live and this workspace's (or global) — another project's facts are
+/// out of reach — and, unless `local_only_too`, not local-only (for what the model sees).
+pub fn find(
+    store: &Store,
+    id: &str,
+    project: &str,
+    local_only_too: bool,
+) -> Result<Fact, FactError> {
+    let fact = store
+        .fact(id)?
+        .ok_or_else(|| FactError::Invalid(format!("no fact {id}")))?;
+    if fact.scope == FactScope::Project && fact.project.as_deref() != Some(project) {
+        return Err(FactError::Invalid(format!(
+            "fact {id} belongs to another project"
+        )));
+    }
+    if !local_only_too && fact.sensitivity == Sensitivity::LocalOnly {
+        return Err(FactError::Invalid(format!("no fact {id}")));
+    }
+    Ok(fact)
+}
+
+/// One matched term of a [`Why`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WhyMatch {
+    pub term: String,
+    pub weight: f64,
+    pub idf: f64,
+}
+
+/// Why a fact does or does not surface for a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Why {
+    pub id: String,
+    pub tier: Tier,
+    pub verdict: String,
+    /// Its place among what the prompt gets.
+    pub rank: Option<usize>,
+    pub score: Option<f64>,
+    pub coverage: Option<f64>,
+    pub matches: Vec<WhyMatch>,
+}
+
+/// [`Why`] for `fact` among `facts` (the workspace's) and prompt `query`.
+pub fn why(facts: &[Fact], fact: &Fact, query: &str) -> Why {
+    let shown = surface(facts, query);
+    let rank = shown
+        .facts
+        .iter()
+        .position(|f| f.id == fact.id)
+        .map(|r| r + 1);
+    let visible: Vec<&Fact> = facts
+        .iter()
+        .filter(|f| f.sensitivity != Sensitivity::LocalOnly)
+        .collect();
+    let index = surface::Index::new(visible.iter().map(|f| (f.id.clone(), f.content.clone())));
+    let e = index.explain(query, &fact.id);
+    let verdict = if fact.sensitivity == Sensitivity::LocalOnly {
+        "local-only: never shown to the model"
+    } else if fact.tier == Tier::Core {
+        "core: always shown"
+    } else if e.as_ref().is_some_and(|e| e.passed) {
+        "passed the gate"
+    } else {
+        "held back by the gate"
+    };
+    Why {
+        id: fact.id.clone(),
+        tier: fact.tier,
+        verdict: verdict.into(),
+        rank,
+        score: e.as_ref().map(|e| e.score),
+        coverage: e.as_ref().map(|e| e.coverage),
+        matches: e
+            .map(|e| {
+                e.matches
+                    .into_iter()
+                    .map(|(term, weight, idf)| WhyMatch { term, weight, idf })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Replaces a fact's text, with the same checks as a write.
+pub fn update(store: &mut Store, id: &str, content: &str) -> Result<(), FactError> {
+    let content = content.trim();
+    let n = content.chars().count();
+    if n == 0 || n > MAX_CHARS {
+        return Err(FactError::Invalid(format!(
+            "a fact's text is 1 to {MAX_CHARS} characters"
+        )));
+    }
+    store.append(
+        None,
+        &Event::FactUpdated {
+            fact_id: id.into(),
+            content: content.into(),
+        },
+    )?;
+    Ok(())
+}
+
 /// Milliseconds since the epoch, now.
 pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()

@@ -97,21 +97,14 @@ fn failed(e: impl std::fmt::Display) -> ToolError {
     ToolError::new(e.to_string())
 }
 
-/// Fact `id`, if it is live, this workspace's (or global), and not local-only.
+/// Fact `id` as the model may see it: this workspace's or global, not local-only.
 fn visible(src: &RecallSource, id: &str) -> Result<Fact, ToolError> {
     let store = src.store.lock().unwrap_or_else(|p| p.into_inner());
-    let fact = store.fact(id).map_err(failed)?;
-    match fact {
-        Some(f)
-            if (f.scope == FactScope::Global || f.project.as_deref() == Some(&src.project))
-                && f.sensitivity != Sensitivity::LocalOnly =>
-        {
-            Ok(f)
-        }
-        _ => Err(ToolError::new(format!(
-            "no fact {id} in this workspace (memory_read finds facts by their words)"
-        ))),
-    }
+    facts::find(&store, id, &src.project, false).map_err(|e| {
+        ToolError::new(format!(
+            "{e} in this workspace (memory_read finds facts by their words)"
+        ))
+    })
 }
 
 fn output(title: String, output: String) -> ToolOutput {
