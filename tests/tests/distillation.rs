@@ -177,11 +177,12 @@ fn observations_are_consolidated_into_a_working_context_and_stay_searchable() {
     });
     for format in FORMATS {
         let llm = FakeLlm::start(&script, format);
-        // A distilled share so small that two observation logs outgrow it.
+        // A distilled share so small that two observation logs outgrow it (32 tokens), in a
+        // window where the raw turns alone never move the cut.
         let env = setup(
             &llm,
             format,
-            "context_window = 8000\ndistill_model = \"small-model\"\n[context_budget]\ndistilled = 0.004\n",
+            "context_window = 16000\ndistill_model = \"small-model\"\n[context_budget]\ndistilled = 0.002\n",
         );
         let first = run(&env, &["first codename: ZEPPELIN"]);
         assert_eq!(first.code, 0, "{}", first.stderr);
