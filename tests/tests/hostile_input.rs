@@ -25,6 +25,10 @@ const AGENT_METHODS: &[&str] = &[
     "agent/search",
     "agent/compact",
     "agent/state",
+    "agent/memory/list",
+    "agent/memory/why",
+    "agent/memory/update",
+    "agent/memory/forget",
 ];
 
 async fn served(client: &LspClient, after: &str) {
@@ -144,7 +148,13 @@ async fn wrong_parameter_types_for_every_agent_method_get_invalid_params() {
                 }
                 // Methods without parameters may ignore what they were sent.
                 Ok(_) => assert!(
-                    ["agent/config", "agent/sessions", "agent/state"].contains(method),
+                    [
+                        "agent/config",
+                        "agent/sessions",
+                        "agent/state",
+                        "agent/memory/list"
+                    ]
+                    .contains(method),
                     "{method} accepted {params}"
                 ),
             }

@@ -180,6 +180,50 @@ async fn every_message_of_a_real_session_matches_the_schema() {
             .unwrap()
             .ends_with(".agent-lsp/STATE.md")
     );
+    // The memory inspector's methods, on a fact the user wrote from the command line.
+    let (code, _, err) = env.run(&[
+        "memory",
+        "add",
+        "the release branch is cut on Thursdays",
+        "--cwd",
+        env.workspace().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let listed = protocol
+        .request(&client, "agent/memory/list", json!({}))
+        .await;
+    let fact = listed["facts"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(listed["facts"][0]["source"], "user");
+    let why = protocol
+        .request(
+            &client,
+            "agent/memory/why",
+            json!({"id": fact, "query": "when is the release branch cut"}),
+        )
+        .await;
+    assert_eq!(why["verdict"], "passed the gate", "{why}");
+    protocol
+        .request(
+            &client,
+            "agent/memory/update",
+            json!({"id": fact, "content": "the release branch is cut on Fridays"}),
+        )
+        .await;
+    let listed = protocol
+        .request(&client, "agent/memory/list", json!({}))
+        .await;
+    assert_eq!(
+        listed["facts"][0]["content"],
+        "the release branch is cut on Fridays"
+    );
+    protocol
+        .request(&client, "agent/memory/forget", json!({"id": fact}))
+        .await;
+    let gone = client
+        .request("agent/memory/forget", json!({"id": fact}))
+        .await
+        .unwrap_err();
+    assert!(gone.message.contains(&fact), "{gone:?}");
     // Distil now: the result and the history carry the distillations.
     let distilled = protocol
         .request(&client, "agent/compact", session.clone())
@@ -289,10 +333,10 @@ fn the_readme_tables_name_what_the_schema_has() {
             .collect()
     };
     let requests = readme_section("### Client → server requests");
-    assert_eq!(words(&requests, r"`(agent/\w+)`"), of("clientToServer"));
+    assert_eq!(words(&requests, r"`(agent/[\w/]+)`"), of("clientToServer"));
     let server = readme_section("### Server → client");
     assert_eq!(
-        words(&server, r"(?:notification|request) `(agent/\w+)`"),
+        words(&server, r"(?:notification|request) `(agent/[\w/]+)`"),
         of("serverToClient")
     );
     let kinds: std::collections::BTreeSet<String> =

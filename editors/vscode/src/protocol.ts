@@ -19,6 +19,22 @@ export type PermissionOption = ("once" | "always" | "reject")
  * What a session is doing.
  */
 export type SessionStatus = (("idle" | "busy") | "waiting")
+/**
+ * Where a memory fact holds.
+ */
+export type FactScope = ("project" | "global")
+/**
+ * Who may see a memory fact.
+ */
+export type Sensitivity = ("normal" | "local-only")
+/**
+ * Who wrote a memory fact.
+ */
+export type FactSource = (("user" | "model") | "dream")
+/**
+ * How a memory fact is shown.
+ */
+export type Tier = ("core" | "archival" | "temporary" | "pinned")
 export type PermissionOutcome = (("once" | "always" | "reject") | "cancelled")
 /**
  * Where `agent/search` looks.
@@ -126,6 +142,22 @@ result: DocumentTextResult
 "agent/history": {
 params: SessionParams
 result: SessionHistory
+}
+"agent/memory/forget": {
+params: FactParams
+result: Empty
+}
+"agent/memory/list": {
+params: NoParams
+result: MemoryListResult
+}
+"agent/memory/update": {
+params: MemoryUpdateParams
+result: Empty
+}
+"agent/memory/why": {
+params: MemoryWhyParams
+result: MemoryWhyResult
 }
 "agent/prompt": {
 params: PromptParams
@@ -390,6 +422,68 @@ priority?: string
  * `pending`, `in_progress`, `completed` or `cancelled`.
  */
 status: string
+}
+export interface FactParams {
+id: string
+}
+export interface MemoryListResult {
+facts: FactItem[]
+}
+/**
+ * A memory fact with its provenance and its record of use.
+ */
+export interface FactItem {
+confidence: number
+/**
+ * Confirmation (a write of the same text, `useful`), apart from exposure below.
+ */
+confirmedAt?: (number | null)
+content: string
+createdAt: number
+expiresAt?: (number | null)
+id: string
+irrelevant: number
+lastSurfaced?: (number | null)
+messageId?: (string | null)
+scope: FactScope
+sensitivity: Sensitivity
+sessionId?: (string | null)
+source: FactSource
+surfacedCount: number
+tier: Tier
+updatedAt: number
+useful: number
+}
+export interface MemoryUpdateParams {
+content: string
+id: string
+}
+export interface MemoryWhyParams {
+id: string
+/**
+ * The prompt to judge it against.
+ */
+query: string
+}
+export interface MemoryWhyResult {
+coverage?: (number | null)
+id: string
+matches: WhyMatch[]
+/**
+ * Its place among what the prompt gets.
+ */
+rank?: (number | null)
+score?: (number | null)
+tier: Tier
+/**
+ * `core: always shown`, `passed the gate`, `held back by the gate`, or `local-only: ...`.
+ */
+verdict: string
+}
+export interface WhyMatch {
+idf: number
+term: string
+weight: number
 }
 export interface PromptParams {
 context?: (PromptContext | null)

@@ -9,6 +9,9 @@ pub enum AgentError {
     /// The session (or a message in it) does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The request's arguments are wrong (an empty fact, a tier without its time to live).
+    #[error("{0}")]
+    Invalid(String),
     /// A turn of the session runs: the action has to wait for it or cancel it.
     #[error("{0}")]
     Busy(String),
@@ -32,6 +35,18 @@ pub enum AgentError {
 }
 
 pub type Result<T> = std::result::Result<T, AgentError>;
+
+impl From<crate::facts::FactError> for AgentError {
+    fn from(e: crate::facts::FactError) -> Self {
+        use crate::facts::FactError;
+        match e {
+            FactError::Store(e) => Self::Store(e),
+            FactError::Elsewhere(_) => Self::Refused(e.to_string()),
+            FactError::Invalid(_) => Self::Invalid(e.to_string()),
+            FactError::NotFound(_) => Self::NotFound(e.to_string()),
+        }
+    }
+}
 
 impl AgentError {
     pub fn not_found(what: impl Into<String>) -> Self {

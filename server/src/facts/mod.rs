@@ -44,8 +44,14 @@ pub struct Written {
 
 #[derive(Debug, thiserror::Error)]
 pub enum FactError {
+    /// Bad input: empty or too long text, a tier without its time to live.
     #[error("{0}")]
     Invalid(String),
+    #[error("no fact {0}")]
+    NotFound(String),
+    /// Another project's fact.
+    #[error("fact {0} belongs to another project")]
+    Elsewhere(String),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
@@ -206,14 +212,12 @@ pub fn find(
 ) -> Result<Fact, FactError> {
     let fact = store
         .fact(id)?
-        .ok_or_else(|| FactError::Invalid(format!("no fact {id}")))?;
+        .ok_or_else(|| FactError::NotFound(id.into()))?;
     if fact.scope == FactScope::Project && fact.project.as_deref() != Some(project) {
-        return Err(FactError::Invalid(format!(
-            "fact {id} belongs to another project"
-        )));
+        return Err(FactError::Elsewhere(id.into()));
     }
     if !local_only_too && fact.sensitivity == Sensitivity::LocalOnly {
-        return Err(FactError::Invalid(format!("no fact {id}")));
+        return Err(FactError::NotFound(id.into()));
     }
     Ok(fact)
 }

@@ -1,6 +1,7 @@
 //! The one place the agent's errors become JSON-RPC errors.
 //!
-//! - InvalidParams (-32602): the request names a session or message that does not exist.
+//! - InvalidParams (-32602): the request names a session, message or fact that does not
+//!   exist, or its arguments are wrong.
 //! - RequestFailed (-32803, LSP 3.17): a refused action (nothing to undo, snapshots off),
 //!   the session busy (`data.reason: "busy"`), no model configured; the message says why.
 //! - InternalError (-32603): the database, the snapshot repository or a worker failed.
@@ -16,6 +17,7 @@ pub const REQUEST_FAILED: i64 = -32803;
 pub fn to_rpc(e: AgentError) -> Error {
     let (code, reason) = match &e {
         AgentError::NotFound(_) => (ErrorCode::InvalidParams, "not_found"),
+        AgentError::Invalid(_) => (ErrorCode::InvalidParams, "invalid"),
         AgentError::Busy(_) => (ErrorCode::ServerError(REQUEST_FAILED), "busy"),
         AgentError::Refused(_) => (ErrorCode::ServerError(REQUEST_FAILED), "refused"),
         AgentError::NoModel(_) => (ErrorCode::ServerError(REQUEST_FAILED), "no_model"),
@@ -39,6 +41,7 @@ mod tests {
     fn each_kind_has_its_code() {
         let code = |e| to_rpc(e).code.code();
         assert_eq!(code(AgentError::not_found("no session x")), -32602);
+        assert_eq!(code(AgentError::Invalid("no text".into())), -32602);
         assert_eq!(code(AgentError::Busy("running".into())), REQUEST_FAILED);
         assert_eq!(code(AgentError::refused("nothing to undo")), REQUEST_FAILED);
         let internal = AgentError::Internal("worker died".into());

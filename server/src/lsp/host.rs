@@ -342,6 +342,46 @@ impl AgentHost {
         Ok(done.into())
     }
 
+    /// The memory facts of workspace `project` (local-only ones too: this is the user).
+    pub fn memory_list(&self, project: &str) -> Result<wire::MemoryListResult> {
+        let store = self.store()?;
+        let facts = store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .facts(project, crate::facts::now_ms())?;
+        Ok(wire::MemoryListResult {
+            facts: facts.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    pub fn memory_why(
+        &self,
+        project: &str,
+        id: &str,
+        query: &str,
+    ) -> Result<wire::MemoryWhyResult> {
+        let store = self.store()?;
+        let store = store.lock().unwrap_or_else(|p| p.into_inner());
+        let fact = crate::facts::find(&store, id, project, true)?;
+        let facts = store.facts(project, crate::facts::now_ms())?;
+        Ok(crate::facts::why(&facts, &fact, query).into())
+    }
+
+    pub fn memory_update(&self, project: &str, id: &str, content: &str) -> Result<()> {
+        let store = self.store()?;
+        let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+        crate::facts::find(&store, id, project, true)?;
+        Ok(crate::facts::update(&mut store, id, content)?)
+    }
+
+    pub fn memory_forget(&self, project: &str, id: &str) -> Result<()> {
+        let store = self.store()?;
+        let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+        crate::facts::find(&store, id, project, true)?;
+        store.append(None, &Event::FactForgotten { fact_id: id.into() })?;
+        Ok(())
+    }
+
     pub async fn undo(&self, sid: &str) -> Result<wire::RevertResult> {
         let info = self.guard_idle(sid).await?.undo(sid).await?;
         Ok(info.into())

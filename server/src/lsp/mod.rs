@@ -19,8 +19,8 @@ use tower_lsp_server::ls_types::request::Request as _;
 use tower_lsp_server::{LspService, Server};
 
 use protocol::{
-    Cancel, Compact, DocumentText, GetConfig, GetState, History, Prompt, Redo, Revert, Search,
-    Sessions, SetMode, Undo, Unrevert,
+    Cancel, Compact, DocumentText, GetConfig, GetState, History, MemoryForget, MemoryList,
+    MemoryUpdate, MemoryWhy, Prompt, Redo, Revert, Search, Sessions, SetMode, Undo, Unrevert,
 };
 
 pub use server::Backend;
@@ -38,6 +38,10 @@ where
         .custom_method(DocumentText::METHOD, Backend::document_text)
         .custom_method(GetConfig::METHOD, Backend::config)
         .custom_method(GetState::METHOD, Backend::session_state)
+        .custom_method(MemoryList::METHOD, Backend::memory_list)
+        .custom_method(MemoryWhy::METHOD, Backend::memory_why)
+        .custom_method(MemoryUpdate::METHOD, Backend::memory_update)
+        .custom_method(MemoryForget::METHOD, Backend::memory_forget)
         .custom_method(Prompt::METHOD, Backend::prompt)
         .custom_method(Cancel::METHOD, Backend::cancel)
         .custom_method(Sessions::METHOD, Backend::sessions)

@@ -69,6 +69,18 @@ request!(
     /// The workspace's session state file: where it is and its Current section.
     GetState, "agent/state", NoParams => StateResult);
 request!(
+    /// The workspace's memory facts (its project's and the global ones), with provenance.
+    MemoryList, "agent/memory/list", NoParams => MemoryListResult);
+request!(
+    /// Why a fact does or does not surface for a prompt.
+    MemoryWhy, "agent/memory/why", MemoryWhyParams => MemoryWhyResult);
+request!(
+    /// Replaces a fact's text.
+    MemoryUpdate, "agent/memory/update", MemoryUpdateParams => Empty);
+request!(
+    /// Forgets a fact.
+    MemoryForget, "agent/memory/forget", FactParams => Empty);
+request!(
     /// The server's copy of an open buffer.
     DocumentText, "agent/documentText", DocumentTextParams => DocumentTextResult);
 
@@ -359,6 +371,124 @@ pub struct DistillationItem {
     pub from_message_id: String,
     pub to_message_id: String,
     pub created_at: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FactParams {
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryWhyParams {
+    pub id: String,
+    /// The prompt to judge it against.
+    pub query: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryUpdateParams {
+    pub id: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryListResult {
+    pub facts: Vec<FactItem>,
+}
+
+/// A memory fact with its provenance and its record of use.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FactItem {
+    pub id: String,
+    pub content: String,
+    pub tier: crate::status::Tier,
+    pub scope: crate::status::FactScope,
+    pub sensitivity: crate::status::Sensitivity,
+    pub source: crate::status::FactSource,
+    pub session_id: Option<String>,
+    pub message_id: Option<String>,
+    pub confidence: f64,
+    pub expires_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Confirmation (a write of the same text, `useful`), apart from exposure below.
+    pub confirmed_at: Option<i64>,
+    pub useful: i64,
+    pub irrelevant: i64,
+    pub last_surfaced: Option<i64>,
+    pub surfaced_count: i64,
+}
+
+impl From<crate::store::Fact> for FactItem {
+    fn from(f: crate::store::Fact) -> Self {
+        Self {
+            id: f.id,
+            content: f.content,
+            tier: f.tier,
+            scope: f.scope,
+            sensitivity: f.sensitivity,
+            source: f.source,
+            session_id: f.session_id,
+            message_id: f.message_id,
+            confidence: f.confidence,
+            expires_at: f.expires_at,
+            created_at: f.created_at,
+            updated_at: f.updated_at,
+            confirmed_at: f.confirmed_at,
+            useful: f.useful,
+            irrelevant: f.irrelevant,
+            last_surfaced: f.last_surfaced,
+            surfaced_count: f.surfaced_count,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryWhyResult {
+    pub id: String,
+    pub tier: crate::status::Tier,
+    /// `core: always shown`, `passed the gate`, `held back by the gate`, or `local-only: ...`.
+    pub verdict: String,
+    /// Its place among what the prompt gets.
+    pub rank: Option<usize>,
+    pub score: Option<f64>,
+    pub coverage: Option<f64>,
+    pub matches: Vec<WhyMatch>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct WhyMatch {
+    pub term: String,
+    pub weight: f64,
+    pub idf: f64,
+}
+
+impl From<crate::facts::Why> for MemoryWhyResult {
+    fn from(w: crate::facts::Why) -> Self {
+        Self {
+            id: w.id,
+            tier: w.tier,
+            verdict: w.verdict,
+            rank: w.rank,
+            score: w.score,
+            coverage: w.coverage,
+            matches: w
+                .matches
+                .into_iter()
+                .map(|m| WhyMatch {
+                    term: m.term,
+                    weight: m.weight,
+                    idf: m.idf,
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -728,6 +858,10 @@ pub fn methods(g: &mut SchemaGenerator) -> Vec<MethodSchema> {
         request_schema::<Search>(g, ClientToServer),
         request_schema::<GetConfig>(g, ClientToServer),
         request_schema::<GetState>(g, ClientToServer),
+        request_schema::<MemoryList>(g, ClientToServer),
+        request_schema::<MemoryWhy>(g, ClientToServer),
+        request_schema::<MemoryUpdate>(g, ClientToServer),
+        request_schema::<MemoryForget>(g, ClientToServer),
         request_schema::<DocumentText>(g, ClientToServer),
         notification_schema::<AgentUpdate>(g, ServerToClient),
         request_schema::<RequestPermission>(g, ServerToClient),
@@ -1057,7 +1191,7 @@ mod tests {
     fn every_method_has_one_entry() {
         let s = schema();
         let methods = s["methods"].as_object().unwrap();
-        assert_eq!(methods.len(), 17);
+        assert_eq!(methods.len(), 21);
         assert!(methods.keys().all(|m| m.starts_with("agent/")));
         assert!(methods["agent/update"].get("result").is_none());
     }

@@ -311,6 +311,37 @@ impl Backend {
         Ok(Empty {})
     }
 
+    /// The workspace's key for its memory facts.
+    fn project(&self) -> Result<String> {
+        Ok(self.workspace()?.0.display().to_string())
+    }
+
+    pub async fn memory_list(&self, _: NoParams) -> Result<wire::MemoryListResult> {
+        self.host()
+            .memory_list(&self.project()?)
+            .map_err(super::error::to_rpc)
+    }
+
+    pub async fn memory_why(&self, p: wire::MemoryWhyParams) -> Result<wire::MemoryWhyResult> {
+        self.host()
+            .memory_why(&self.project()?, &p.id, &p.query)
+            .map_err(super::error::to_rpc)
+    }
+
+    pub async fn memory_update(&self, p: wire::MemoryUpdateParams) -> Result<Empty> {
+        self.host()
+            .memory_update(&self.project()?, &p.id, &p.content)
+            .map_err(super::error::to_rpc)?;
+        Ok(Empty {})
+    }
+
+    pub async fn memory_forget(&self, p: wire::FactParams) -> Result<Empty> {
+        self.host()
+            .memory_forget(&self.project()?, &p.id)
+            .map_err(super::error::to_rpc)?;
+        Ok(Empty {})
+    }
+
     /// `agent/state`: the workspace's session state file.
     pub async fn session_state(&self, _: NoParams) -> Result<wire::StateResult> {
         let (root, config) = self.workspace()?;

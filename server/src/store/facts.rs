@@ -78,12 +78,16 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// One fact, forgotten or not.
+    /// One fact unless it was forgotten (a forgotten fact is out of every reach).
     pub fn fact(&self, id: &str) -> Result<Option<Fact>> {
         use rusqlite::OptionalExtension;
         Ok(self
             .conn
-            .query_row(&format!("{SELECT} WHERE id = ?1"), params![id], from_row)
+            .query_row(
+                &format!("{SELECT} WHERE id = ?1 AND forgotten = 0"),
+                params![id],
+                from_row,
+            )
             .optional()?)
     }
 
