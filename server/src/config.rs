@@ -106,6 +106,16 @@ pub struct ConfigLayer {
     /// The most messages one observer call distils (50).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distill_max_segment: Option<u32>,
+    /// Whether the LSP server dreams (extracts memory facts from a session) when a session
+    /// goes idle and every `dream_after_turns` turns (true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dream: Option<bool>,
+    /// How long a session is quiet before it is dreamt on, in seconds (300).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dream_idle_seconds: Option<u64>,
+    /// How many turns since the last dream make one due even without a pause (8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dream_after_turns: Option<u32>,
     /// How a request shares the model's window, as fractions of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_budget: Option<BudgetLayer>,
@@ -241,6 +251,9 @@ impl ConfigLayer {
             distill_model,
             distill_min_messages,
             distill_max_segment,
+            dream,
+            dream_idle_seconds,
+            dream_after_turns,
             state_file
         );
         if let Some(b) = &other.context_budget {
@@ -278,6 +291,9 @@ pub struct Config {
     pub distill_model: Option<String>,
     pub distill_min_messages: u32,
     pub distill_max_segment: u32,
+    pub dream: bool,
+    pub dream_idle_seconds: u64,
+    pub dream_after_turns: u32,
     pub budget: Budget,
     /// Relative to the workspace.
     pub state_file: PathBuf,
@@ -319,6 +335,9 @@ impl Config {
             distill_model: layer.distill_model,
             distill_min_messages: layer.distill_min_messages.unwrap_or(8).max(1),
             distill_max_segment: layer.distill_max_segment.unwrap_or(50).max(1),
+            dream: layer.dream.unwrap_or(true),
+            dream_idle_seconds: layer.dream_idle_seconds.unwrap_or(300),
+            dream_after_turns: layer.dream_after_turns.unwrap_or(8).max(1),
             budget: Budget::from_layer(layer.context_budget),
             state_file: layer
                 .state_file

@@ -438,13 +438,24 @@ confidence: number
  * Confirmation (a write of the same text, `useful`), apart from exposure below.
  */
 confirmedAt?: (number | null)
+/**
+ * In conflict with another fact until one of them is updated or forgotten;
+ * `conflictsWith` is the fact this one contradicts.
+ */
+conflicted: boolean
+conflictsWith?: (string | null)
 content: string
 createdAt: number
+dreamId?: (string | null)
 expiresAt?: (number | null)
 id: string
 irrelevant: number
 lastSurfaced?: (number | null)
 messageId?: (string | null)
+/**
+ * A dreamt fact's messages, and its dream.
+ */
+messageIds: string[]
 scope: FactScope
 sensitivity: Sensitivity
 sessionId?: (string | null)
@@ -467,16 +478,28 @@ query: string
 }
 export interface MemoryWhyResult {
 coverage?: (number | null)
+/**
+ * What age since the last confirmation leaves of its rank (1: none).
+ */
+decay: number
 id: string
+/**
+ * What irrelevant marks for similar prompts leave of the score (1: none).
+ */
+irrelevance: number
 matches: WhyMatch[]
 /**
  * Its place among what the prompt gets.
  */
 rank?: (number | null)
+/**
+ * The lexical score, before the marks below.
+ */
 score?: (number | null)
 tier: Tier
 /**
- * `core: always shown`, `passed the gate`, `held back by the gate`, or `local-only: ...`.
+ * `core: always shown`, `passed the gate`, `held back by the gate`, `held back: marked
+ * irrelevant ...`, `passed the gate, but the token budget was full`, or `local-only: ...`.
  */
 verdict: string
 }

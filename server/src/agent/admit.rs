@@ -160,8 +160,9 @@ impl Agent {
     /// The memory facts `prompt` gets (core ones, and those it is about), as a note's text,
     /// with their ids; `None` when none surface.
     fn surface_facts(&self, prompt: &str) -> Result<Option<(String, Vec<String>)>> {
-        let all = self.with_store(|s| s.facts(&self.project(), crate::facts::now_ms()))?;
-        let shown = crate::facts::surface(&all, prompt);
+        let now = crate::facts::now_ms();
+        let all = self.with_store(|s| s.facts(&self.project(), now))?;
+        let shown = crate::facts::surface(&all, prompt, now);
         if shown.facts.is_empty() {
             return Ok(None);
         }

@@ -76,20 +76,30 @@ fn clock(ms: i64, format: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The text of a part the conversation shows: a text, or a note with text that is not the
-/// state block (the observer reads the state apart).
+/// The text of a part the conversation shows: a text, or a note with text that is neither
+/// the state block (the observer reads the state apart) nor the surfaced memory facts
+/// (memory, not conversation).
 fn shown_text(p: &crate::store::PartView) -> Option<&str> {
     let text = p.data["text"].as_str().filter(|t| !t.trim().is_empty())?;
     match p.kind {
         PartKind::Text => Some(text),
-        PartKind::Note if p.data.get("state").is_none() => Some(text),
+        PartKind::Note if p.data.get("state").is_none() && p.data.get("facts").is_none() => {
+            Some(text)
+        }
         _ => None,
     }
 }
 
-/// A message as lines of the observer's transcript; long tool outputs become a stub that
-/// says what was lost and where it is.
-fn render(m: &MessageView, out: &mut String) {
+/// A `memory_write` of a local-only fact: its text stays out of every isolated call.
+fn writes_local_only(name: &str, input: &str) -> bool {
+    name == "memory_write"
+        && serde_json::from_str::<serde_json::Value>(input)
+            .is_ok_and(|v| v["sensitivity"] == "local-only")
+}
+
+/// A message as lines of the observer's (and the dreamer's) transcript; long tool outputs
+/// become a stub that says what was lost and where it is.
+pub(super) fn render(m: &MessageView, out: &mut String) {
     let at = clock(m.created_at, "%H:%M");
     for p in &m.parts {
         match p.kind {
@@ -100,8 +110,11 @@ fn render(m: &MessageView, out: &mut String) {
             }
             PartKind::Tool => {
                 let name = p.data["name"].as_str().unwrap_or("tool");
-                let input = p.data["input"].as_str().unwrap_or("");
-                let output = p.data["output"].as_str().unwrap_or("");
+                let mut input = p.data["input"].as_str().unwrap_or("");
+                let mut output = p.data["output"].as_str().unwrap_or("");
+                if writes_local_only(name, input) {
+                    (input, output) = ("{\"sensitivity\":\"local-only\"}", "[not shown]");
+                }
                 let status = p.status.map_or("unknown", PartStatus::as_str);
                 out.push_str(&format!("[{at}] [tool {name} {input}] ({status}) "));
                 if output.chars().count() > STUB_OVER_CHARS {
@@ -171,7 +184,7 @@ pub(super) fn shows(m: &MessageView) -> bool {
 }
 
 /// Whether a message is finished: nothing in it still streams or runs.
-fn settled(m: &MessageView) -> bool {
+pub(super) fn settled(m: &MessageView) -> bool {
     !m.parts.iter().any(|p| {
         matches!(
             p.status,
@@ -269,21 +282,21 @@ impl Agent {
     /// The lock that keeps one distillation at a time per session (a turn's and the one in
     /// the background after the last turn).
     fn distill_lock(&self, sid: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.distilling.lock().unwrap_or_else(|p| p.into_inner());
-        locks.entry(sid.to_string()).or_default().clone()
+        super::session_lock(&self.distilling, sid)
     }
 
-    fn distill_provider(&self) -> Result<Arc<dyn Provider>> {
+    pub(super) fn isolated_provider(&self, what: &str) -> Result<Arc<dyn Provider>> {
         self.provider.clone().ok_or_else(|| {
-            AgentError::NoModel("no model provider is configured: distillation needs one".into())
+            AgentError::NoModel(format!("no model provider is configured: {what} needs one"))
         })
     }
 
     /// One isolated call: `system` as the system prompt, `text` as the only message, no
     /// tools; the distillation model (default the session's).
-    async fn isolated_call(
+    pub(super) async fn isolated_call(
         &self,
         provider: &dyn Provider,
+        what: &str,
         system: &str,
         text: String,
     ) -> Result<String> {
@@ -298,7 +311,7 @@ impl Agent {
             tools: Vec::new(),
             max_tokens: self.limits().max_output_tokens.min(MAX_DISTILL_TOKENS),
         };
-        let failed = |e: String| AgentError::refused(format!("distillation failed: {e}"));
+        let failed = |e: String| AgentError::refused(format!("{what} failed: {e}"));
         let mut stream = provider
             .stream(&request)
             .await
@@ -362,7 +375,9 @@ impl Agent {
                 clock(segment[0].created_at, "%Y-%m-%d %H:%M UTC"),
                 clock(segment[segment.len() - 1].created_at, "%Y-%m-%d %H:%M UTC"),
             );
-            let log = self.isolated_call(provider, OBSERVER, text).await?;
+            let log = self
+                .isolated_call(provider, "distillation", OBSERVER, text)
+                .await?;
             self.append(
                 sid,
                 vec![Event::Distilled {
@@ -416,7 +431,9 @@ impl Agent {
             "Write the working context now, in at most {} words.",
             (budget * 0.5) as usize
         ));
-        let context = self.isolated_call(provider, REFLECTOR, text).await?;
+        let context = self
+            .isolated_call(provider, "distillation", REFLECTOR, text)
+            .await?;
         let (first, last) = (&current[0], &current[current.len() - 1]);
         self.append(
             sid,
@@ -457,7 +474,7 @@ impl Agent {
         let Ok(_one_at_a_time) = lock.try_lock() else {
             return Ok(None);
         };
-        let provider = self.distill_provider()?;
+        let provider = self.isolated_provider("distillation")?;
         let pending = self.undistilled(sid, None)?;
         if pending.len() < self.config.distill_min_messages as usize {
             return Ok(None);
@@ -473,7 +490,7 @@ impl Agent {
     pub async fn distill_now(&self, sid: &str) -> Result<Report> {
         let lock = self.distill_lock(sid);
         let _one_at_a_time = lock.lock().await;
-        let provider = self.distill_provider()?;
+        let provider = self.isolated_provider("distillation")?;
         let pending = self.undistilled(sid, None)?;
         let observed = self.observe(provider.as_ref(), sid, &pending).await?;
         let reflected = self.reflect_if_due(provider.as_ref(), sid).await?;
@@ -529,7 +546,7 @@ impl Agent {
         if cut <= from {
             return Ok(false);
         }
-        let provider = self.distill_provider()?;
+        let provider = self.isolated_provider("distillation")?;
         let pending = self.undistilled(sid, Some(cut))?;
         let observed = if pending.is_empty() {
             0

@@ -16,6 +16,7 @@ mod answer;
 pub mod baseline;
 mod context;
 pub mod distill;
+pub mod dream;
 pub mod error;
 pub mod prompts;
 pub mod revert;
@@ -79,7 +80,17 @@ pub struct Agent {
     /// The user's repository status as last read (see `session_state.rs`).
     repo: Arc<session_state::RepoCache>,
     /// One distillation at a time per session (see `distill.rs`).
-    distilling: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    distilling: SessionLocks,
+    /// One dream at a time per session (see `dream.rs`).
+    dreaming: SessionLocks,
+}
+
+/// A lock per session, made on first use.
+type SessionLocks = Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+
+fn session_lock(locks: &SessionLocks, sid: &str) -> Arc<tokio::sync::Mutex<()>> {
+    let mut locks = locks.lock().unwrap_or_else(|p| p.into_inner());
+    locks.entry(sid.to_string()).or_default().clone()
 }
 
 impl Agent {
@@ -101,6 +112,7 @@ impl Agent {
             revert_guard: tokio::sync::Mutex::new(()),
             repo: Arc::default(),
             distilling: Mutex::default(),
+            dreaming: Mutex::default(),
         }
     }
 

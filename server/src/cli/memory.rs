@@ -81,15 +81,25 @@ pub enum MemoryCommand {
     Useful {
         id: String,
     },
-    /// Say a fact did not belong.
+    /// Say a fact did not belong (to prompts like QUERY, which then rank it lower).
     Irrelevant {
         id: String,
+        /// The prompt it did not belong to.
+        #[arg(long)]
+        query: Option<String>,
     },
     /// Every live fact as JSON, for backup and inspection.
     Export,
+    /// Extract facts from what is new in this workspace's sessions (or one), with the model;
+    /// resumes a dream that was cut off.
+    Dream {
+        /// Only this session (an id or a unique prefix).
+        #[arg(long)]
+        session: Option<String>,
+    },
 }
 
-pub fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
+pub async fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
     let cwd = match place.cwd {
         Some(d) => d,
         None => std::env::current_dir()?,
@@ -99,6 +109,9 @@ pub fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
     let mut store = Store::open_default()?;
     let now = facts::now_ms();
     let json = place.json;
+    if let MemoryCommand::Dream { session } = cmd {
+        return dream(store, &root, session.as_deref(), json).await;
+    }
     match cmd {
         MemoryCommand::Add {
             text,
@@ -117,6 +130,9 @@ pub fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
                 session_id: None,
                 message_id: None,
                 confidence: 1.0,
+                message_ids: Vec::new(),
+                dream_id: None,
+                conflicts_with: None,
             };
             let w = facts::write(&mut store, &project, fact, now)?;
             let verb = if w.created {
@@ -152,7 +168,7 @@ pub fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
             )
         }
         MemoryCommand::Surface { query } => {
-            let shown = facts::surface(&store.facts(&project, now)?, &query);
+            let shown = facts::surface(&store.facts(&project, now)?, &query, now);
             let text = shown
                 .facts
                 .iter()
@@ -171,15 +187,18 @@ pub fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
         }
         MemoryCommand::Why { id, query } => {
             let fact = facts::find(&store, &id, &project, true)?;
-            let why = facts::why(&store.facts(&project, now)?, &fact, &query);
+            let why = facts::why(&store.facts(&project, now)?, &fact, &query, now);
             let text = format!(
-                "{id}: {}; rank {:?}; score {:?} (gate {}), coverage {:?} (gate {})",
+                "{id}: {}; rank {:?}; score {:?} (gate {}), coverage {:?} (gate {}); \
+                 irrelevant marks leave {:.2} of the score, age {:.2} of the rank",
                 why.verdict,
                 why.rank,
                 why.score,
                 facts::surface::GATE,
                 why.coverage,
-                facts::surface::COVERAGE
+                facts::surface::COVERAGE,
+                why.irrelevance,
+                why.decay
             );
             report(json, serde_json::to_value(&why)?, text)
         }
@@ -206,8 +225,11 @@ pub fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
                 format!("forgot fact {id}"),
             )
         }
-        MemoryCommand::Useful { id } => feedback(&mut store, &id, &project, true, json),
-        MemoryCommand::Irrelevant { id } => feedback(&mut store, &id, &project, false, json),
+        MemoryCommand::Dream { .. } => unreachable!("dreamt above"),
+        MemoryCommand::Useful { id } => feedback(&mut store, &id, &project, true, None, json),
+        MemoryCommand::Irrelevant { id, query } => {
+            feedback(&mut store, &id, &project, false, query, json)
+        }
     }
 }
 
@@ -216,6 +238,7 @@ fn feedback(
     id: &str,
     project: &str,
     useful: bool,
+    query: Option<String>,
     json: bool,
 ) -> anyhow::Result<i32> {
     facts::find(store, id, project, true)?;
@@ -224,6 +247,7 @@ fn feedback(
         &Event::FactFeedback {
             fact_id: id.into(),
             useful,
+            query,
         },
     )?;
     let word = if useful { "useful" } else { "irrelevant" };
@@ -285,4 +309,51 @@ impl From<SensitivityArg> for Sensitivity {
             SensitivityArg::LocalOnly => Sensitivity::LocalOnly,
         }
     }
+}
+
+/// `memory dream`: each session of the workspace (or the one named) dreamt on in turn.
+async fn dream(
+    store: Store,
+    root: &std::path::Path,
+    session: Option<&str>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let project = root.display().to_string();
+    let sessions = match session {
+        Some(prefix) => vec![super::session::resolve_id(&store, prefix)?],
+        None => store
+            .sessions()?
+            .into_iter()
+            .filter(|s| s.workspace == project)
+            .map(|s| s.session_id)
+            .collect(),
+    };
+    let mut agent = super::session::agent_in(store, root);
+    match crate::provider::from_config(agent.config()) {
+        Ok(p) => agent.set_provider(std::sync::Arc::from(p)),
+        Err(e) => anyhow::bail!("a dream needs the model: {e}"),
+    }
+    let mut reports = Vec::new();
+    let mut lines = Vec::new();
+    for sid in sessions {
+        let r = agent.dream(&sid).await?;
+        lines.push(format!(
+            "{sid}: {} dream(s){}: {} new fact(s), {} in conflict, {} already known, {} rejected",
+            r.dreams.len(),
+            if r.resumed > 0 {
+                format!(" ({} resumed)", r.resumed)
+            } else {
+                String::new()
+            },
+            r.created,
+            r.conflicted,
+            r.duplicates,
+            r.rejected
+        ));
+        reports.push(json!({"sessionId": sid, "report": r}));
+    }
+    if lines.is_empty() {
+        lines.push("no session in this workspace".into());
+    }
+    report(json, json!({"sessions": reports}), lines.join("\n"))
 }

@@ -142,7 +142,7 @@ pub async fn run(command: Command) -> i32 {
         Command::Doctor { cwd, json } => doctor::run(cwd, json).await,
         Command::Run(args) => run::run(args).await,
         Command::Snapshot(cmd) => session::snapshot(cmd),
-        Command::Memory { command, place } => memory::run(command, place),
+        Command::Memory { command, place } => memory::run(command, place).await,
     };
     match result {
         Ok(code) => code,

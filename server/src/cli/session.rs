@@ -57,7 +57,7 @@ pub fn snapshot(cmd: super::SnapshotCommand) -> anyhow::Result<i32> {
 }
 
 /// An agent without a model for `workspace` (revert, undo, snapshots).
-fn agent_in(store: Store, workspace: &std::path::Path) -> Agent {
+pub(super) fn agent_in(store: Store, workspace: &std::path::Path) -> Agent {
     let mut layers = Layers::default();
     for problem in layers.load_files(Some(workspace)) {
         eprintln!("{problem}");

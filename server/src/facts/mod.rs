@@ -6,6 +6,7 @@
 //! CLI; the model's tools, the dream and the inspector are to come (issue 16).
 
 pub mod dev;
+pub mod dream;
 pub mod surface;
 
 use serde::Serialize;
@@ -33,6 +34,10 @@ pub struct NewFact {
     pub session_id: Option<String>,
     pub message_id: Option<String>,
     pub confidence: f64,
+    /// A dreamt fact's messages, its dream, and the fact it contradicts.
+    pub message_ids: Vec<String>,
+    pub dream_id: Option<String>,
+    pub conflicts_with: Option<String>,
 }
 
 /// What a write did: the fact's id, and whether it is new (else the same text was there).
@@ -108,6 +113,9 @@ pub fn write(
             session_id: fact.session_id,
             message_id: fact.message_id,
             confidence: fact.confidence.clamp(0.0, 1.0),
+            message_ids: fact.message_ids,
+            dream_id: fact.dream_id,
+            conflicts_with: fact.conflicts_with,
         },
     )?;
     // A write of a text already there updated that fact instead.
@@ -138,12 +146,55 @@ pub struct Surfaced {
     pub tokens: usize,
 }
 
+/// What an irrelevant mark for the very same prompt leaves of a fact's score; a merely
+/// similar prompt's mark leaves more, in proportion.
+pub const IRRELEVANT_FACTOR: f64 = 0.1;
+/// How much of two prompts' words must be shared for them to be similar (Jaccard).
+pub const SIMILAR_PROMPTS: f64 = 0.5;
+/// The half-life of an unconfirmed archival or temporary fact's rank, and the least it
+/// decays to: decay orders what passed the gate, it never hides a fact.
+pub const DECAY_HALF_LIFE_DAYS: f64 = 90.0;
+pub const DECAY_FLOOR: f64 = 0.5;
+
+/// The share of its score a fact keeps for `query` after its irrelevant marks: each mark
+/// for a similar prompt (similarity s) keeps 1 - s·(1 - [`IRRELEVANT_FACTOR`]).
+pub fn irrelevance(fact: &Fact, query: &str) -> f64 {
+    let q: std::collections::BTreeSet<String> = surface::terms(query).into_keys().collect();
+    fact.irrelevant_for
+        .iter()
+        .map(|marked| {
+            let m: std::collections::BTreeSet<String> =
+                surface::terms(marked).into_keys().collect();
+            let union = q.union(&m).count();
+            if union == 0 {
+                return 0.0;
+            }
+            q.intersection(&m).count() as f64 / union as f64
+        })
+        .filter(|&similarity| similarity >= SIMILAR_PROMPTS)
+        .map(|similarity| 1.0 - similarity * (1.0 - IRRELEVANT_FACTOR))
+        .product()
+}
+
+/// How much of its rank a fact keeps with age since it was written or last confirmed
+/// (`memory_useful`); core and pinned facts never decay, and being shown is no confirmation.
+pub fn decay(fact: &Fact, now_ms: i64) -> f64 {
+    if matches!(fact.tier, Tier::Core | Tier::Pinned) {
+        return 1.0;
+    }
+    let since = fact.confirmed_at.unwrap_or(fact.created_at);
+    let days = (now_ms - since).max(0) as f64 / 86_400_000.0;
+    0.5f64.powf(days / DECAY_HALF_LIFE_DAYS).max(DECAY_FLOOR)
+}
+
 /// The most tokens the surfaced facts may take together.
 pub const SURFACE_TOKENS: usize = 1_200;
 
 /// The facts a prompt `query` gets in workspace `project`: every core fact, then the others
-/// that pass the gate, best first, within [`SURFACE_TOKENS`]. Local-only facts never.
-pub fn surface(facts: &[Fact], query: &str) -> Surfaced {
+/// that pass the gate, best first, within [`SURFACE_TOKENS`]. Local-only facts never. A
+/// fact marked irrelevant for a similar prompt scores less (and may fall under the gate); an
+/// old unconfirmed one ranks lower.
+pub fn surface(facts: &[Fact], query: &str, now_ms: i64) -> Surfaced {
     let shown: Vec<&Fact> = facts
         .iter()
         .filter(|f| f.sensitivity != Sensitivity::LocalOnly)
@@ -159,18 +210,28 @@ pub fn surface(facts: &[Fact], query: &str) -> Surfaced {
             score: 0.0,
             matches: Vec::new(),
         });
-    let relevant = index.search(query).into_iter().filter_map(|hit| {
-        let f = shown
-            .iter()
-            .find(|f| f.id == hit.id && f.tier != Tier::Core)?;
-        Some(SurfacedFact {
-            id: f.id.clone(),
-            text: f.content.clone(),
-            tier: f.tier,
-            score: hit.score,
-            matches: hit.matches,
+    let mut relevant: Vec<(f64, SurfacedFact)> = index
+        .search(query)
+        .into_iter()
+        .filter_map(|hit| {
+            let f = shown
+                .iter()
+                .find(|f| f.id == hit.id && f.tier != Tier::Core)?;
+            let score = hit.score * irrelevance(f, query);
+            (score >= surface::GATE).then(|| {
+                let fact = SurfacedFact {
+                    id: f.id.clone(),
+                    text: f.content.clone(),
+                    tier: f.tier,
+                    score,
+                    matches: hit.matches,
+                };
+                (score * decay(f, now_ms), fact)
+            })
         })
-    });
+        .collect();
+    relevant.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    let relevant = relevant.into_iter().map(|(_, f)| f);
     let mut out = Surfaced {
         facts: Vec::new(),
         tokens: 0,
@@ -238,14 +299,19 @@ pub struct Why {
     pub verdict: String,
     /// Its place among what the prompt gets.
     pub rank: Option<usize>,
+    /// The lexical score, before the marks below.
     pub score: Option<f64>,
     pub coverage: Option<f64>,
     pub matches: Vec<WhyMatch>,
+    /// What irrelevant marks for similar prompts leave of the score (1: none).
+    pub irrelevance: f64,
+    /// What age leaves of its rank (1: none; core and pinned never decay).
+    pub decay: f64,
 }
 
 /// [`Why`] for `fact` among `facts` (the workspace's) and prompt `query`.
-pub fn why(facts: &[Fact], fact: &Fact, query: &str) -> Why {
-    let shown = surface(facts, query);
+pub fn why(facts: &[Fact], fact: &Fact, query: &str, now_ms: i64) -> Why {
+    let shown = surface(facts, query, now_ms);
     let rank = shown
         .facts
         .iter()
@@ -257,12 +323,21 @@ pub fn why(facts: &[Fact], fact: &Fact, query: &str) -> Why {
         .collect();
     let index = surface::Index::new(visible.iter().map(|f| (f.id.clone(), f.content.clone())));
     let e = index.explain(query, &fact.id);
+    let irrelevance = irrelevance(fact, query);
+    let passed = e.as_ref().is_some_and(|e| e.passed);
     let verdict = if fact.sensitivity == Sensitivity::LocalOnly {
         "local-only: never shown to the model"
     } else if fact.tier == Tier::Core {
         "core: always shown"
-    } else if e.as_ref().is_some_and(|e| e.passed) {
+    } else if passed && rank.is_some() {
         "passed the gate"
+    } else if passed
+        && e.as_ref()
+            .is_some_and(|e| e.score * irrelevance < surface::GATE)
+    {
+        "held back: marked irrelevant for prompts like this"
+    } else if passed {
+        "passed the gate, but the token budget was full"
     } else {
         "held back by the gate"
     };
@@ -281,6 +356,8 @@ pub fn why(facts: &[Fact], fact: &Fact, query: &str) -> Why {
                     .collect()
             })
             .unwrap_or_default(),
+        irrelevance,
+        decay: decay(fact, now_ms),
     }
 }
 
@@ -306,4 +383,116 @@ pub fn update(store: &mut Store, id: &str, content: &str) -> Result<(), FactErro
 /// Milliseconds since the epoch, now.
 pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
+}
+
+/// The latest prompt of session `sid` that fact `id` surfaced with.
+pub fn prompt_that_surfaced(store: &Store, sid: &str, id: &str) -> Option<String> {
+    let view = store.session(sid).ok()??;
+    view.messages.iter().rev().find_map(|m| {
+        let surfaced = m.parts.iter().any(|p| {
+            p.data["facts"]
+                .as_array()
+                .is_some_and(|ids| ids.iter().any(|f| f == id))
+        });
+        if !surfaced {
+            return None;
+        }
+        let text: String = m
+            .parts
+            .iter()
+            .filter(|p| p.kind == crate::status::PartKind::Text)
+            .filter_map(|p| p.data["text"].as_str())
+            .collect();
+        (!text.trim().is_empty()).then_some(text)
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn fact(id: &str, content: &str, tier: Tier, at: i64) -> Fact {
+        Fact {
+            id: id.into(),
+            content: content.into(),
+            tier,
+            scope: FactScope::Project,
+            project: Some("/w".into()),
+            sensitivity: Sensitivity::Normal,
+            source: FactSource::User,
+            session_id: None,
+            message_id: None,
+            confidence: 1.0,
+            expires_at: None,
+            created_at: at,
+            updated_at: at,
+            confirmed_at: None,
+            useful: 0,
+            irrelevant: 0,
+            last_surfaced: None,
+            surfaced_count: 0,
+            message_ids: Vec::new(),
+            dream_id: None,
+            conflicted: false,
+            conflicts_with: None,
+            irrelevant_for: Vec::new(),
+        }
+    }
+
+    const DAY: i64 = 86_400_000;
+
+    #[test]
+    fn an_irrelevant_mark_holds_a_fact_back_for_similar_prompts_only() {
+        let mut f = fact(
+            "a",
+            "the billing worker retries webhooks five times",
+            Tier::Archival,
+            0,
+        );
+        let facts = vec![f.clone()];
+        let prompt = "why does the billing worker retry webhooks";
+        assert_eq!(surface(&facts, prompt, 0).facts.len(), 1);
+        f.irrelevant_for = vec!["why does the billing worker retry the webhooks?".into()];
+        let facts = vec![f.clone()];
+        assert!(surface(&facts, prompt, 0).facts.is_empty());
+        let w = why(&facts, &f, prompt, 0);
+        assert!(w.verdict.contains("irrelevant"), "{w:?}");
+        // A different prompt about the same fact is not affected.
+        let other = "how many times are billing webhooks retried by the worker";
+        assert!(irrelevance(&f, other) > 0.99);
+        assert_eq!(surface(&facts, other, 0).facts.len(), 1);
+    }
+
+    #[test]
+    fn old_unconfirmed_facts_rank_lower_but_pinned_ones_never_decay() {
+        let now = 400 * DAY;
+        let old = fact(
+            "old",
+            "deploys run from the release branch",
+            Tier::Archival,
+            0,
+        );
+        let new = fact(
+            "new",
+            "deploys run from the release pipeline",
+            Tier::Archival,
+            now,
+        );
+        let shown = surface(&[old.clone(), new.clone()], "how do deploys run", now);
+        let ids: Vec<&str> = shown.facts.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["new", "old"]);
+        assert_eq!(decay(&old, now), DECAY_FLOOR);
+        // Confirmation resets it; pinned never decays.
+        let confirmed = Fact {
+            confirmed_at: Some(now),
+            ..old.clone()
+        };
+        assert_eq!(decay(&confirmed, now), 1.0);
+        let pinned = Fact {
+            tier: Tier::Pinned,
+            ..old
+        };
+        assert_eq!(decay(&pinned, now), 1.0);
+        assert!(decay(&new, now + 90 * DAY) - 0.5 < 1e-9);
+    }
 }

@@ -192,7 +192,29 @@ impl AgentHost {
                 Ok(None) => {}
                 Err(e) => tracing::warn!(session = %sid, "distillation after the turn: {e}"),
             }
+            host.dream_when_due(&agent, &sid).await;
         });
+    }
+
+    /// After a turn: a dream if enough prompts came since the last one; then, once the
+    /// session has stayed quiet for `dream_idle_seconds`, a dream of what is left.
+    async fn dream_when_due(&self, agent: &Agent, sid: &str) {
+        if let Err(e) = agent.dream_due(sid, false).await {
+            tracing::warn!(session = %sid, "dream after the turn: {e}");
+        }
+        let config = agent.config();
+        if !config.dream || !agent.has_provider() {
+            return;
+        }
+        let pause = std::time::Duration::from_secs(config.dream_idle_seconds);
+        tokio::time::sleep(pause).await;
+        // A turn that started meanwhile schedules its own dream when it ends.
+        if self.is_running(sid) {
+            return;
+        }
+        if let Err(e) = agent.dream_due(sid, true).await {
+            tracing::warn!(session = %sid, "dream after a pause: {e}");
+        }
     }
 
     pub fn is_running(&self, sid: &str) -> bool {
@@ -363,8 +385,9 @@ impl AgentHost {
         let store = self.store()?;
         let store = store.lock().unwrap_or_else(|p| p.into_inner());
         let fact = crate::facts::find(&store, id, project, true)?;
-        let facts = store.facts(project, crate::facts::now_ms())?;
-        Ok(crate::facts::why(&facts, &fact, query).into())
+        let now = crate::facts::now_ms();
+        let facts = store.facts(project, now)?;
+        Ok(crate::facts::why(&facts, &fact, query, now).into())
     }
 
     pub fn memory_update(&self, project: &str, id: &str, content: &str) -> Result<()> {

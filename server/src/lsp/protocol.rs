@@ -422,6 +422,13 @@ pub struct FactItem {
     pub irrelevant: i64,
     pub last_surfaced: Option<i64>,
     pub surfaced_count: i64,
+    /// A dreamt fact's messages, and its dream.
+    pub message_ids: Vec<String>,
+    pub dream_id: Option<String>,
+    /// In conflict with another fact until one of them is updated or forgotten;
+    /// `conflictsWith` is the fact this one contradicts.
+    pub conflicted: bool,
+    pub conflicts_with: Option<String>,
 }
 
 impl From<crate::store::Fact> for FactItem {
@@ -444,6 +451,10 @@ impl From<crate::store::Fact> for FactItem {
             irrelevant: f.irrelevant,
             last_surfaced: f.last_surfaced,
             surfaced_count: f.surfaced_count,
+            message_ids: f.message_ids,
+            dream_id: f.dream_id,
+            conflicted: f.conflicted,
+            conflicts_with: f.conflicts_with,
         }
     }
 }
@@ -453,13 +464,19 @@ impl From<crate::store::Fact> for FactItem {
 pub struct MemoryWhyResult {
     pub id: String,
     pub tier: crate::status::Tier,
-    /// `core: always shown`, `passed the gate`, `held back by the gate`, or `local-only: ...`.
+    /// `core: always shown`, `passed the gate`, `held back by the gate`, `held back: marked
+    /// irrelevant ...`, `passed the gate, but the token budget was full`, or `local-only: ...`.
     pub verdict: String,
     /// Its place among what the prompt gets.
     pub rank: Option<usize>,
+    /// The lexical score, before the marks below.
     pub score: Option<f64>,
     pub coverage: Option<f64>,
     pub matches: Vec<WhyMatch>,
+    /// What irrelevant marks for similar prompts leave of the score (1: none).
+    pub irrelevance: f64,
+    /// What age since the last confirmation leaves of its rank (1: none).
+    pub decay: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -487,6 +504,8 @@ impl From<crate::facts::Why> for MemoryWhyResult {
                     idf: m.idf,
                 })
                 .collect(),
+            irrelevance: w.irrelevance,
+            decay: w.decay,
         }
     }
 }

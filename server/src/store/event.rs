@@ -17,6 +17,37 @@ pub struct Todo {
     pub priority: String,
 }
 
+/// A fact a dream found in the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DreamCandidate {
+    pub content: String,
+    pub tier: Tier,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_hours: Option<f64>,
+    pub confidence: f64,
+    #[serde(default)]
+    pub message_ids: Vec<String>,
+    /// The id of an existing fact it contradicts, as the model said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contradicts: Option<String>,
+}
+
+/// What became of one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DreamOutcome {
+    /// `created`, `duplicate`, `conflicted` or `rejected`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fact_id: Option<String>,
+    /// For a duplicate or a conflict: the existing fact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// An event as stored: `type` is the tag, the rest is the payload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -149,6 +180,16 @@ pub enum Event {
         #[serde(default)]
         message_id: Option<String>,
         confidence: f64,
+        /// A dreamt fact's messages (the first is `message_id`) and its dream.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        message_ids: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dream_id: Option<String>,
+        /// The fact this one contradicts: both stay, marked conflicted, until one is updated
+        /// or forgotten. Only a fact of the same project (or a global one, by a global
+        /// fact) is marked; the projection checks it again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conflicts_with: Option<String>,
     },
     /// A fact's text was changed (by the user or the model).
     FactUpdated {
@@ -162,10 +203,35 @@ pub enum Event {
     FactsSurfaced {
         fact_ids: Vec<String>,
     },
-    /// Someone said a fact was useful (which confirms it) or irrelevant.
+    /// Someone said a fact was useful (which confirms it) or irrelevant, for the prompt
+    /// `query` when known (similar prompts then rank it lower).
     FactFeedback {
         fact_id: String,
         useful: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        query: Option<String>,
+    },
+    /// A dream began on the session's messages `from_message_id..=to_message_id` of
+    /// workspace `project` (phase one: an interrupted dream is resumed from here).
+    DreamStarted {
+        dream_id: String,
+        project: String,
+        from_message_id: String,
+        to_message_id: String,
+    },
+    /// The dream's model answered: the facts it found (recorded before any is written, so a
+    /// resumed dream writes these rather than asking again).
+    DreamExtracted {
+        dream_id: String,
+        candidates: Vec<DreamCandidate>,
+    },
+    /// The dream is over (phase two): what became of each candidate, or why it failed.
+    DreamCompleted {
+        dream_id: String,
+        #[serde(default)]
+        outcomes: Vec<DreamOutcome>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// The agent wrote a memory block (`scope` is `global` or `project`); the file is the
     /// block's home, this is its provenance.
@@ -214,6 +280,9 @@ impl Event {
             Self::FactForgotten { .. } => "fact_forgotten",
             Self::FactFeedback { .. } => "fact_feedback",
             Self::FactsSurfaced { .. } => "facts_surfaced",
+            Self::DreamStarted { .. } => "dream_started",
+            Self::DreamExtracted { .. } => "dream_extracted",
+            Self::DreamCompleted { .. } => "dream_completed",
             Self::PermissionGranted { .. } => "permission_granted",
             Self::PermissionRevoked { .. } => "permission_revoked",
             Self::ContextEpochStarted { .. } => "context_epoch_started",

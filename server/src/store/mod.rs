@@ -19,8 +19,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use event::{Envelope, Event, Todo};
-pub use facts::Fact;
+pub use event::{DreamCandidate, DreamOutcome, Envelope, Event, Todo};
+pub use facts::{Dream, Fact};
 
 use crate::status::{PartKind, PartStatus};
 pub use search::{Hit, Scope, identifier_words};

@@ -13,6 +13,8 @@ use crate::status::{PartKind, PartStatus};
 
 /// Projection tables, in the order they are cleared on rebuild.
 pub const TABLES: &[&str] = &[
+    "dream",
+    "fact_irrelevant",
     "fact",
     "recall",
     "distillation",
@@ -307,6 +309,9 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
             session_id,
             message_id,
             confidence,
+            message_ids,
+            dream_id,
+            conflicts_with,
         } => {
             let norm = crate::facts::normalize(content);
             let existing: Option<String> = tx
@@ -326,13 +331,33 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                     )?;
                 }
                 None => {
+                    // A contradiction counts only with a live fact this one can see: its
+                    // own place's, or a global one.
+                    let conflicts_with: Option<String> = match conflicts_with {
+                        Some(other) => tx
+                            .query_row(
+                                "SELECT id FROM fact WHERE id = ?1 AND forgotten = 0
+                                   AND (scope = 'global' OR (scope = ?2 AND project IS ?3))",
+                                params![other, scope, project],
+                                |r| r.get(0),
+                            )
+                            .ok(),
+                        None => None,
+                    };
+                    let ids = serde_json::to_string(message_ids).unwrap_or_else(|_| "[]".into());
                     tx.execute(
                         "INSERT OR IGNORE INTO fact (id, scope, project, tier, sensitivity, content, norm, source,
-                             session_id, message_id, confidence, expires_at, created_at, updated_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)",
+                             session_id, message_id, confidence, expires_at, created_at, updated_at,
+                             message_ids, dream_id, conflicts_with)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14, ?15, ?16)",
                         params![fact_id, scope, project, tier, sensitivity, content, norm, source,
-                                session_id, message_id, confidence, expires_at, at],
+                                session_id, message_id, confidence, expires_at, at,
+                                ids, dream_id, conflicts_with],
                     )?;
+                    if let Some(other) = conflicts_with {
+                        settle_conflict(tx, fact_id)?;
+                        settle_conflict(tx, &other)?;
+                    }
                 }
             }
         }
@@ -341,11 +366,46 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 "UPDATE fact SET content = ?2, norm = ?3, updated_at = ?4, confirmed_at = ?4 WHERE id = ?1",
                 params![fact_id, content, crate::facts::normalize(content), at],
             )?;
+            resolve_conflicts(tx, fact_id)?;
         }
         Event::FactForgotten { fact_id } => {
             tx.execute(
                 "UPDATE fact SET forgotten = 1, updated_at = ?2 WHERE id = ?1",
                 params![fact_id, at],
+            )?;
+            resolve_conflicts(tx, fact_id)?;
+        }
+        Event::DreamStarted {
+            dream_id,
+            project,
+            from_message_id,
+            to_message_id,
+        } => {
+            tx.execute(
+                "INSERT OR IGNORE INTO dream (id, session_id, project, from_message_id, to_message_id, state, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'started', ?6)",
+                params![dream_id, sid.unwrap_or_default(), project, from_message_id, to_message_id, at],
+            )?;
+        }
+        Event::DreamExtracted {
+            dream_id,
+            candidates,
+        } => {
+            let json = serde_json::to_string(candidates).unwrap_or_else(|_| "[]".into());
+            tx.execute(
+                "UPDATE dream SET state = 'extracted', candidates = ?2 WHERE id = ?1 AND state = 'started'",
+                params![dream_id, json],
+            )?;
+        }
+        Event::DreamCompleted {
+            dream_id,
+            outcomes,
+            error,
+        } => {
+            let json = serde_json::to_string(outcomes).unwrap_or_else(|_| "[]".into());
+            tx.execute(
+                "UPDATE dream SET state = 'completed', outcomes = ?2, error = ?3, completed_at = ?4 WHERE id = ?1",
+                params![dream_id, json, error, at],
             )?;
         }
         Event::FactsSurfaced { fact_ids } => {
@@ -356,7 +416,17 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 )?;
             }
         }
-        Event::FactFeedback { fact_id, useful } => {
+        Event::FactFeedback {
+            fact_id,
+            useful,
+            query,
+        } => {
+            if let (false, Some(q)) = (useful, query) {
+                tx.execute(
+                    "INSERT INTO fact_irrelevant (fact_id, query, at) VALUES (?1, ?2, ?3)",
+                    params![fact_id, q, at],
+                )?;
+            }
             let sql = if *useful {
                 "UPDATE fact SET useful = useful + 1, confirmed_at = ?2 WHERE id = ?1"
             } else {
@@ -376,6 +446,48 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 )?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Recomputes whether fact `id` is conflicted: it contradicts a live fact, or a live fact of
+/// its own place contradicts it (another project's claim never flags it).
+fn settle_conflict(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE fact SET conflicted = (forgotten = 0 AND (
+             (conflicts_with IS NOT NULL
+              AND EXISTS (SELECT 1 FROM fact o WHERE o.id = fact.conflicts_with AND o.forgotten = 0))
+             OR EXISTS (SELECT 1 FROM fact o WHERE o.conflicts_with = fact.id AND o.forgotten = 0
+                          AND o.scope = fact.scope AND o.project IS fact.project)))
+         WHERE id = ?1",
+        params![id],
+    )?;
+    Ok(())
+}
+
+/// Fact `id` was updated or forgotten: the conflicts it was part of are resolved.
+fn resolve_conflicts(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    let partner: Option<String> = tx
+        .query_row(
+            "SELECT conflicts_with FROM fact WHERE id = ?1",
+            params![id],
+            |r| r.get(0),
+        )
+        .ok()
+        .flatten();
+    let claimants: Vec<String> = tx
+        .prepare("SELECT id FROM fact WHERE conflicts_with = ?1")?
+        .query_map(params![id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    tx.execute(
+        "UPDATE fact SET conflicts_with = NULL WHERE id = ?1 OR conflicts_with = ?1",
+        params![id],
+    )?;
+    for other in std::iter::once(id.to_string())
+        .chain(partner)
+        .chain(claimants)
+    {
+        settle_conflict(tx, &other)?;
     }
     Ok(())
 }

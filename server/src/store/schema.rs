@@ -128,6 +128,32 @@ const MIGRATIONS: &[&str] = &[
          surfaced_count INTEGER NOT NULL DEFAULT 0
      );
      CREATE INDEX fact_place ON fact (scope, project, norm);",
+    // 7: dreams (a two-phase record per stretch of a session), dreamt facts' provenance,
+    // conflicts, and the prompts a fact was marked irrelevant for.
+    "ALTER TABLE fact ADD COLUMN message_ids TEXT NOT NULL DEFAULT '[]';
+     ALTER TABLE fact ADD COLUMN dream_id TEXT;
+     ALTER TABLE fact ADD COLUMN conflicts_with TEXT;
+     ALTER TABLE fact ADD COLUMN conflicted INTEGER NOT NULL DEFAULT 0;
+     CREATE TABLE fact_irrelevant (
+         fact_id  TEXT NOT NULL,
+         query    TEXT NOT NULL,
+         at       INTEGER NOT NULL
+     );
+     CREATE INDEX fact_irrelevant_fact ON fact_irrelevant (fact_id);
+     CREATE TABLE dream (
+         id              TEXT PRIMARY KEY,
+         session_id      TEXT NOT NULL,
+         project         TEXT NOT NULL,
+         from_message_id TEXT NOT NULL,
+         to_message_id   TEXT NOT NULL,
+         state           TEXT NOT NULL,
+         candidates      TEXT,
+         outcomes        TEXT,
+         error           TEXT,
+         started_at      INTEGER NOT NULL,
+         completed_at    INTEGER
+     );
+     CREATE INDEX dream_session ON dream (session_id, started_at);",
 ];
 
 /// The migration that created the recall index.

@@ -213,9 +213,10 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
         (
             id(),
             prop_oneof![Just("same text"), Just("Same  text."), Just("other")],
-            any::<bool>()
+            any::<bool>(),
+            proptest::option::of(id())
         )
-            .prop_map(|(f, t, global)| Event::FactWritten {
+            .prop_map(|(f, t, global, against)| Event::FactWritten {
                 fact_id: format!("f{f}"),
                 content: t.into(),
                 tier: crate::status::Tier::Archival,
@@ -231,10 +232,29 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
                 session_id: Some("s1".into()),
                 message_id: None,
                 confidence: 0.5,
+                message_ids: Vec::new(),
+                dream_id: None,
+                conflicts_with: against.map(|a| format!("f{a}")),
             }),
         (id(), any::<bool>()).prop_map(|(f, useful)| Event::FactFeedback {
             fact_id: format!("f{f}"),
-            useful
+            useful,
+            query: (!useful).then(|| "a prompt".into()),
+        }),
+        (id(), id(), id()).prop_map(|(d, from, to)| Event::DreamStarted {
+            dream_id: format!("r{d}"),
+            project: "proj".into(),
+            from_message_id: format!("m{from}"),
+            to_message_id: format!("m{to}"),
+        }),
+        id().prop_map(|d| Event::DreamExtracted {
+            dream_id: format!("r{d}"),
+            candidates: Vec::new(),
+        }),
+        id().prop_map(|d| Event::DreamCompleted {
+            dream_id: format!("r{d}"),
+            outcomes: Vec::new(),
+            error: None,
         }),
         id().prop_map(|f| Event::FactForgotten {
             fact_id: format!("f{f}")

@@ -150,6 +150,9 @@ impl TypedTool for MemoryWrite {
             session_id: Some(ctx.session_id.clone()).filter(|s| !s.is_empty()),
             message_id: Some(ctx.message_id.clone()).filter(|s| !s.is_empty()),
             confidence: 0.8,
+            message_ids: Vec::new(),
+            dream_id: None,
+            conflicts_with: None,
         };
         let local = fact.sensitivity == Sensitivity::LocalOnly;
         Ok(Prepared::new(Vec::new(), move |_| {
@@ -289,6 +292,7 @@ impl TypedTool for MemoryUseful {
             |fact_id| Event::FactFeedback {
                 fact_id,
                 useful: true,
+                query: None,
             },
             "Confirmed",
         )
@@ -304,12 +308,18 @@ impl TypedTool for MemoryIrrelevant {
     }
 
     fn prepare(&self, args: IdArgs, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        // The prompt it came with, so that similar prompts rank it lower.
+        let query = source(ctx).ok().and_then(|src| {
+            let store = src.store.lock().unwrap_or_else(|p| p.into_inner());
+            facts::prompt_that_surfaced(&store, &ctx.session_id, &args.id)
+        });
         by_id(
             ctx,
             args.id,
             |fact_id| Event::FactFeedback {
                 fact_id,
                 useful: false,
+                query,
             },
             "Marked irrelevant",
         )
