@@ -287,3 +287,25 @@ fn the_model_writes_facts_and_later_prompts_get_the_relevant_ones_never_the_loca
         "being shown is not a confirmation"
     );
 }
+
+#[test]
+fn a_fact_marked_irrelevant_for_a_prompt_is_held_back_from_prompts_like_it_only() {
+    let env = TestEnv::new();
+    let a = env.workspace();
+    let pool = ok(&env, &a, &["add", "The Redis connection pool size is 64"]);
+    let id = pool["id"].as_str().unwrap();
+    let prompt = "how big is the redis connection pool";
+    assert_eq!(ids(&ok(&env, &a, &["surface", prompt])), [id]);
+    ok(&env, &a, &["irrelevant", id, "--query", prompt]);
+    assert!(ids(&ok(&env, &a, &["surface", prompt])).is_empty());
+    let why = ok(&env, &a, &["why", id, prompt]);
+    assert_eq!(
+        why["verdict"], "held back: marked irrelevant for prompts like this",
+        "{why}"
+    );
+    assert!(why["irrelevance"].as_f64().unwrap() < 0.5, "{why}");
+    // An unrelated prompt that names the fact still gets it.
+    let other = "raise the redis pool size to 128 for the load test";
+    assert_eq!(ids(&ok(&env, &a, &["surface", other])), [id]);
+    assert_eq!(ok(&env, &a, &["why", id, other])["irrelevance"], 1.0);
+}

@@ -104,7 +104,7 @@ fn lines_matching(dirs: &[&str], pattern: &str) -> Vec<String> {
 #[test]
 fn the_core_layers_have_typed_errors() {
     let found = lines_matching(
-        &["agent", "lsp", "store", "snapshot"],
+        &["agent", "lsp", "store", "snapshot", "facts"],
         r"Result<[^;{]*,\s*String>",
     );
     assert!(
