@@ -47,33 +47,7 @@ fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
     let env = TestEnv::new();
     let file = env.answer_workspace(&llm);
 
-    let plugin = repo_root().join("editors/nvim");
-    let mut cmd = Command::new(nvim());
-    env.apply(&mut cmd);
-    cmd.args(["--headless", "-u", "NONE", "-i", "NONE", "-n", "--cmd"])
-        .arg(format!("set rtp^={}", plugin.display()))
-        .arg("-c")
-        .arg(format!(
-            "luafile {}",
-            plugin.join("tests/e2e.lua").display()
-        ))
-        .current_dir(env.workspace())
-        .env("XDG_STATE_HOME", env.dir.path().join("state"))
-        .env("FAKE_KEY", "k")
-        .env("AGENT_LSP_BIN", agent_lsp_bin())
-        .env("AGENT_LSP_TEST_FILE", &file)
-        .stdin(Stdio::null());
-    let out = cmd.output().expect("run nvim");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "nvim exited with {:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- lsp log\n{}",
-        out.status.code(),
-        std::fs::read_to_string(env.dir.path().join("state/nvim/lsp.log")).unwrap_or_default()
-    );
-    assert!(stdout.contains("all passed"), "{stdout}");
+    headless(&env, &file, "tests/e2e.lua");
 
     // The selection went along with `:1,3Agent run the tests`.
     let requests = llm.requests();
@@ -90,4 +64,110 @@ fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
     );
     // The disk was never written by the agent: open buffers are the editor's to save.
     assert!(std::fs::read_to_string(&file).unwrap().contains("41"));
+}
+
+/// Runs the plugin's Lua test `script` in headless Neovim on `file`, with the server from
+/// this build; fails with what Neovim printed and the LSP log unless it passes.
+fn headless(env: &TestEnv, file: &std::path::Path, script: &str) {
+    let plugin = repo_root().join("editors/nvim");
+    let mut cmd = Command::new(nvim());
+    env.apply(&mut cmd);
+    cmd.args(["--headless", "-u", "NONE", "-i", "NONE", "-n", "--cmd"])
+        .arg(format!("set rtp^={}", plugin.display()))
+        .arg("-c")
+        .arg(format!("luafile {}", plugin.join(script).display()))
+        .current_dir(env.workspace())
+        .env("XDG_STATE_HOME", env.dir.path().join("state"))
+        .env("FAKE_KEY", "k")
+        .env("AGENT_LSP_BIN", agent_lsp_bin())
+        .env("AGENT_LSP_TEST_FILE", file)
+        .stdin(Stdio::null());
+    let out = cmd.output().expect("run nvim");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "nvim exited with {:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- lsp log\n{}",
+        out.status.code(),
+        std::fs::read_to_string(env.dir.path().join("state/nvim/lsp.log")).unwrap_or_default()
+    );
+    assert!(stdout.contains("all passed"), "{stdout}");
+}
+
+#[test]
+fn the_memory_inspector_lists_edits_forgets_and_explains_facts_in_headless_neovim() {
+    let llm = FakeLlm::start(&json!({"turns": []}), "openai");
+    let env = TestEnv::new();
+    let file = env.answer_workspace(&llm);
+    let ws = env.workspace();
+    let add = |args: &[&str]| {
+        let mut all = vec!["memory", "add"];
+        all.extend(args);
+        all.extend(["--cwd", ws.to_str().unwrap(), "--json"]);
+        let (code, out, err) = env.run(&all);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    add(&["Answer in British English", "--tier", "core"]);
+    add(&["Releases are shipped with make ship"]);
+    add(&[
+        "The staging password is hunter2",
+        "--sensitivity",
+        "local-only",
+    ]);
+    let npm = add(&["The project installs packages with npm"]);
+    // A dreamt fact that contradicts it, as a dream writes one.
+    let list = memory_list(&env);
+    let project = list[0]["project"].as_str().unwrap().to_string();
+    let mut store = agent_lsp::store::Store::open(&env.database()).unwrap();
+    agent_lsp::facts::write(
+        &mut store,
+        &project,
+        agent_lsp::facts::NewFact {
+            content: "The project installs packages with pnpm".into(),
+            tier: agent_lsp::status::Tier::Archival,
+            scope: agent_lsp::status::FactScope::Project,
+            sensitivity: agent_lsp::status::Sensitivity::Normal,
+            ttl_hours: None,
+            source: agent_lsp::status::FactSource::Dream,
+            session_id: Some("a-dreamt-session".into()),
+            message_id: Some("m1".into()),
+            confidence: 0.8,
+            message_ids: vec!["m1".into(), "m2".into()],
+            dream_id: Some("d1".into()),
+            conflicts_with: Some(npm.clone()),
+        },
+        agent_lsp::facts::now_ms(),
+    )
+    .unwrap();
+    drop(store);
+
+    headless(&env, &file, "tests/memory.lua");
+
+    // The editor's actions reached the store.
+    let after = memory_list(&env);
+    let contents: Vec<&str> = after
+        .iter()
+        .map(|f| f["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        contents.contains(&"Releases are shipped with make release"),
+        "{contents:?}"
+    );
+    assert!(!contents.contains(&"The project installs packages with npm"));
+    assert!(after.iter().all(|f| f["conflicted"] == false));
+}
+
+fn memory_list(env: &TestEnv) -> Vec<serde_json::Value> {
+    let ws = env.workspace();
+    let (code, out, err) = env.run(&["memory", "list", "--cwd", ws.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["facts"]
+        .as_array()
+        .unwrap()
+        .clone()
 }

@@ -34,6 +34,10 @@ command("AgentState", function()
   agent().open_state()
 end, { desc = "Open the session state file (STATE.md)" })
 
+command("AgentMemory", function()
+  require("agent_lsp.memory").open()
+end, { desc = "Inspect the workspace's memory facts (edit, forget, why)" })
+
 command("AgentSessions", function()
   agent().sessions()
 end, { desc = "Pick a session to resume" })
