@@ -5,4 +5,5 @@ pub mod cli_run;
 pub mod context_eval;
 pub mod fake_llm;
 pub mod lsp_client;
+pub mod memory;
 pub mod process;

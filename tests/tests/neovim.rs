@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use agent_lsp_tests::memory;
 use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin, answer_edit_turns, repo_root};
 use serde_json::json;
 
@@ -100,74 +101,7 @@ fn the_memory_inspector_lists_edits_forgets_and_explains_facts_in_headless_neovi
     let llm = FakeLlm::start(&json!({"turns": []}), "openai");
     let env = TestEnv::new();
     let file = env.answer_workspace(&llm);
-    let ws = env.workspace();
-    let add = |args: &[&str]| {
-        let mut all = vec!["memory", "add"];
-        all.extend(args);
-        all.extend(["--cwd", ws.to_str().unwrap(), "--json"]);
-        let (code, out, err) = env.run(&all);
-        assert_eq!(code, 0, "{err}");
-        serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    add(&["Answer in British English", "--tier", "core"]);
-    add(&["Releases are shipped with make ship"]);
-    add(&[
-        "The staging password is hunter2",
-        "--sensitivity",
-        "local-only",
-    ]);
-    let npm = add(&["The project installs packages with npm"]);
-    // A dreamt fact that contradicts it, as a dream writes one.
-    let list = memory_list(&env);
-    let project = list[0]["project"].as_str().unwrap().to_string();
-    let mut store = agent_lsp::store::Store::open(&env.database()).unwrap();
-    agent_lsp::facts::write(
-        &mut store,
-        &project,
-        agent_lsp::facts::NewFact {
-            content: "The project installs packages with pnpm".into(),
-            tier: agent_lsp::status::Tier::Archival,
-            scope: agent_lsp::status::FactScope::Project,
-            sensitivity: agent_lsp::status::Sensitivity::Normal,
-            ttl_hours: None,
-            source: agent_lsp::status::FactSource::Dream,
-            session_id: Some("a-dreamt-session".into()),
-            message_id: Some("m1".into()),
-            confidence: 0.8,
-            message_ids: vec!["m1".into(), "m2".into()],
-            dream_id: Some("d1".into()),
-            conflicts_with: Some(npm.clone()),
-        },
-        agent_lsp::facts::now_ms(),
-    )
-    .unwrap();
-    drop(store);
-
+    memory::seed_for_inspector(&env);
     headless(&env, &file, "tests/memory.lua");
-
-    // The editor's actions reached the store.
-    let after = memory_list(&env);
-    let contents: Vec<&str> = after
-        .iter()
-        .map(|f| f["content"].as_str().unwrap())
-        .collect();
-    assert!(
-        contents.contains(&"Releases are shipped with make release"),
-        "{contents:?}"
-    );
-    assert!(!contents.contains(&"The project installs packages with npm"));
-    assert!(after.iter().all(|f| f["conflicted"] == false));
-}
-
-fn memory_list(env: &TestEnv) -> Vec<serde_json::Value> {
-    let ws = env.workspace();
-    let (code, out, err) = env.run(&["memory", "list", "--cwd", ws.to_str().unwrap(), "--json"]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str::<serde_json::Value>(&out).unwrap()["facts"]
-        .as_array()
-        .unwrap()
-        .clone()
+    memory::assert_inspector_edits(&env);
 }

@@ -1,6 +1,7 @@
 //! The VS Code extension (editors/vscode) in a real VS Code: code-server with the packaged
 //! .vsix, driven by playwright-core in Chromium (editors/vscode/test/e2e.mjs), against the
-//! real server and fake-llm. The script's exit code is the verdict.
+//! real server and fake-llm: chat, approvals, edits, revert, and the Memory view on seeded
+//! facts. The script's exit code is the verdict.
 //!
 //! Needs what `scripts/test` prepares: `editors/vscode/agent-lsp.vsix` (npm run package) and
 //! code-server with playwright-core in `~/.cache/agent-lsp/vscode-e2e`
@@ -9,6 +10,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use agent_lsp_tests::memory;
 use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin, answer_edit_turns, repo_root};
 use serde_json::json;
 
@@ -47,6 +49,7 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
     let env = TestEnv::new();
     env.answer_workspace(&llm);
+    memory::seed_for_inspector(&env);
     let artifacts = repo_root().join("target/test-artifacts/vscode");
     let _ = std::fs::remove_file(artifacts.join("chat.png"));
 
@@ -80,4 +83,6 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
         3,
         "the edit, the checkpoint, the answer"
     );
+    // The Memory view's edit and forget reached the store.
+    memory::assert_inspector_edits(&env);
 }

@@ -27,6 +27,7 @@ import {
   type Diff,
 } from "./model";
 import { ChatView } from "./chatView";
+import { MemoryView } from "./memoryView";
 import type {
   Method,
   Params,
@@ -81,6 +82,7 @@ export class Agent {
   private status: vscode.StatusBarItem;
   private diffs = new DiffTexts();
   view: ChatView;
+  memory: MemoryView;
   private log: vscode.OutputChannel;
 
   constructor(private context: vscode.ExtensionContext) {
@@ -89,6 +91,7 @@ export class Agent {
     this.status.command = "agent-lsp.showChat";
     this.status.name = "agent-lsp";
     this.view = new ChatView(context.extensionUri, this);
+    this.memory = new MemoryView(context, this);
     context.subscriptions.push(
       this.log,
       this.status,
@@ -121,6 +124,7 @@ export class Agent {
     await client.start();
     await this.loadWork();
     this.refresh();
+    void this.memory.refresh();
     const saved = this.context.workspaceState.get<string>(SESSION_KEY);
     if (saved) await this.resume(saved).catch(() => undefined);
   }
@@ -352,6 +356,10 @@ export async function activate(context: vscode.ExtensionContext) {
   command("agent-lsp.setMode", (mode?: string) => a.setMode(mode));
   command("agent-lsp.sessions", () => a.pickSession());
   command("agent-lsp.showChat", () => vscode.commands.executeCommand("agent-lsp.chat.focus"));
+  command("agent-lsp.showMemory", async () => {
+    await vscode.commands.executeCommand("agent-lsp.memory.focus");
+    await a.memory.refresh();
+  });
   await a.start().catch((e) => {
     a.notRunning();
     vscode.window.showErrorMessage(

@@ -229,6 +229,59 @@ try {
   await again.locator("#work", { hasText: "Focus: the answer function · testing" }).waitFor();
   step("after a reload the chat is restored from the history, the focus from agent/state");
 
+  // The memory inspector: the tree of facts the test seeded (tests/src/memory.rs).
+  await command("Agent: Show Memory");
+  const memoryPane = page.locator(".pane", { has: page.locator(".pane-header", { hasText: "Memory" }) });
+  const row = (text) => memoryPane.locator(".monaco-list-row", { hasText: text }).first();
+  await row("Core (always shown) · 1").waitFor();
+  await row("Archival (shown when relevant) · 4").waitFor();
+  await memoryPane.getByText("5 fact(s), 2 in conflict").waitFor();
+  const pnpm = row("The project installs packages with pnpm");
+  if (!(await pnpm.innerText()).includes("dream · conflicted")) {
+    throw new Error(`the dreamt fact's row: ${await pnpm.innerText()}`);
+  }
+  await pnpm.click();
+  await row("from dream, session a-dreamt").waitFor();
+  await row("in conflict: contradicts").waitFor();
+  await row("2 message(s)").waitFor();
+  if (!(await row("hunter2").innerText()).includes("local-only")) {
+    throw new Error("the local-only fact is not marked");
+  }
+  step("the Memory view lists facts by tier with provenance, conflicts flagged");
+
+  // Why, on the selected fact: the verdict in a dialog.
+  await row("Releases are shipped with make ship").click();
+  await command("Agent: Why Would This Fact Surface?");
+  await page.locator(".quick-input-widget input").fill("how do we ship a release");
+  await page.keyboard.press("Enter");
+  await dialog.waitFor();
+  const why = await dialog.innerText();
+  if (!why.includes("Verdict: passed the gate") || !why.includes("Matches:")) {
+    throw new Error(`the why dialog: ${why}`);
+  }
+  await dialog.getByRole("button", { name: "OK" }).click();
+  await dialog.waitFor({ state: "hidden" });
+  step("why a fact surfaces for a prompt, in a dialog");
+
+  // Edit: the input box offers the old text.
+  await row("Releases are shipped with make ship").click();
+  await command("Agent: Edit Memory Fact");
+  const edit = page.locator(".quick-input-widget input");
+  await waitFor("the old text in the input box", async () => (await edit.inputValue()) === "Releases are shipped with make ship");
+  await edit.fill("Releases are shipped with make release");
+  await page.keyboard.press("Enter");
+  await row("Releases are shipped with make release").waitFor();
+  step("a fact is edited from the view");
+
+  // Forget one side of the conflict: the other is no longer flagged.
+  await row("The project installs packages with npm").click();
+  await command("Agent: Forget Memory Fact");
+  await dialog.waitFor();
+  await dialog.getByRole("button", { name: "Forget" }).click();
+  await memoryPane.getByText("4 fact(s)", { exact: true }).waitFor();
+  await waitFor("the other side no longer flagged", async () => !(await pnpm.innerText()).includes("conflicted"));
+  step("a fact is forgotten from the view, which resolves its conflict");
+
   console.log("all passed");
   await finish(0);
 } catch (e) {

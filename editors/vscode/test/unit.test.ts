@@ -154,3 +154,88 @@ test("the state file's focus and phase come with state updates and outlive a ses
   assert.equal(workText(keepWork(emptyState("b"), s)), "Focus: the lexer");
   assert.equal(s.entries.length, 0, "no chat entry");
 });
+
+import { explain, factRow, groups, provenance, summary } from "../src/memory";
+import type { FactItem } from "../src/protocol";
+
+const fact = (over: Partial<FactItem>): FactItem => ({
+  id: "0123456789abcdef",
+  content: "Releases are shipped with make ship",
+  tier: "archival",
+  scope: "project",
+  sensitivity: "normal",
+  source: "user",
+  confidence: 1,
+  createdAt: Date.UTC(2026, 11, 4, 9, 30),
+  updatedAt: Date.UTC(2026, 11, 4, 9, 30),
+  useful: 0,
+  irrelevant: 0,
+  surfacedCount: 2,
+  messageIds: [],
+  conflicted: false,
+  ...over,
+});
+
+test("the memory inspector groups facts by tier in a fixed order, empty tiers left out", () => {
+  const facts = [
+    fact({ id: "a", tier: "archival" }),
+    fact({ id: "c", tier: "core" }),
+    fact({ id: "b", tier: "archival" }),
+  ];
+  assert.deepEqual(
+    groups(facts).map((g) => [g.label, g.facts.map((f) => f.id)]),
+    [
+      ["Core (always shown) · 1", ["c"]],
+      ["Archival (shown when relevant) · 2", ["a", "b"]],
+    ],
+  );
+});
+
+test("a dreamt fact's provenance, a conflict flagged, a local-only fact marked", () => {
+  const dreamt = fact({
+    source: "dream",
+    sessionId: "sess-1234567890",
+    messageIds: ["m1", "m2"],
+    confidence: 0.8,
+    conflicted: true,
+    conflictsWith: "fedcba9876543210",
+  });
+  assert.deepEqual(provenance(dreamt), [
+    "from dream, session sess-123",
+    "2 message(s)",
+    "confidence 0.80",
+    "written 2026-12-04 09:30 UTC",
+    "shown 2×, useful 0, irrelevant 0",
+    "in conflict: contradicts fedcba98 (edit or forget one to resolve)",
+  ]);
+  assert.deepEqual(factRow(dreamt).description, "dream · conflicted");
+  const secret = fact({ sensitivity: "local-only" });
+  assert.ok(provenance(secret).includes("local-only: never shown to the model"));
+  assert.equal(factRow(secret).description, "user · local-only");
+  assert.equal(summary([dreamt, secret]), "2 fact(s), 1 in conflict");
+  assert.equal(summary([secret]), "1 fact(s)");
+});
+
+test("why is told as a verdict and its figures", () => {
+  assert.deepEqual(
+    explain({
+      id: "a",
+      tier: "archival",
+      verdict: "passed the gate",
+      rank: 1,
+      score: 2.5,
+      coverage: 0.75,
+      irrelevance: 1,
+      decay: 0.9,
+      matches: [{ term: "ship", weight: 1, idf: 2 }],
+    }),
+    [
+      "Verdict: passed the gate",
+      "Rank: 1",
+      "Score: 2.500",
+      "Coverage: 0.75",
+      "Irrelevant marks leave 1.00, age leaves 0.90",
+      "Matches: ship",
+    ],
+  );
+});

@@ -1,0 +1,84 @@
+//! Memory facts for the editors' inspector tests: a workspace seeded with one fact of each
+//! kind the inspector must show (core, archival, local-only, and a dreamt fact in conflict
+//! with another), and the facts as the command line lists them afterwards.
+
+use serde_json::Value;
+
+use crate::process::TestEnv;
+
+/// `agent-lsp memory ARGS --cwd <workspace> --json`, which must succeed.
+pub fn memory(env: &TestEnv, args: &[&str]) -> Value {
+    let ws = env.workspace();
+    let mut all = vec!["memory"];
+    all.extend(args);
+    all.extend(["--cwd", ws.to_str().unwrap(), "--json"]);
+    let (code, out, err) = env.run(&all);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// The workspace's live facts.
+pub fn list(env: &TestEnv) -> Vec<Value> {
+    memory(env, &["list"])["facts"].as_array().unwrap().clone()
+}
+
+/// Five facts: "Answer in British English" (core), "Releases are shipped with make ship",
+/// a local-only "The staging password is hunter2", "The project installs packages with npm"
+/// and a dreamt "The project installs packages with pnpm" (two messages, confidence 0.8)
+/// that contradicts it. Returns the npm fact's id.
+pub fn seed_for_inspector(env: &TestEnv) -> String {
+    let add = |args: &[&str]| {
+        let mut all = vec!["add"];
+        all.extend(args);
+        memory(env, &all)["id"].as_str().unwrap().to_string()
+    };
+    add(&["Answer in British English", "--tier", "core"]);
+    add(&["Releases are shipped with make ship"]);
+    add(&[
+        "The staging password is hunter2",
+        "--sensitivity",
+        "local-only",
+    ]);
+    let npm = add(&["The project installs packages with npm"]);
+    // As a dream writes one (a dream needs a session and a model; its own tests cover it).
+    let project = list(env)[0]["project"].as_str().unwrap().to_string();
+    let mut store = agent_lsp::store::Store::open(&env.database()).unwrap();
+    use agent_lsp::status::{FactScope, FactSource, Sensitivity, Tier};
+    agent_lsp::facts::write(
+        &mut store,
+        &project,
+        agent_lsp::facts::NewFact {
+            content: "The project installs packages with pnpm".into(),
+            tier: Tier::Archival,
+            scope: FactScope::Project,
+            sensitivity: Sensitivity::Normal,
+            ttl_hours: None,
+            source: FactSource::Dream,
+            session_id: Some("a-dreamt-session".into()),
+            message_id: Some("m1".into()),
+            confidence: 0.8,
+            message_ids: vec!["m1".into(), "m2".into()],
+            dream_id: Some("d1".into()),
+            conflicts_with: Some(npm.clone()),
+        },
+        agent_lsp::facts::now_ms(),
+    )
+    .unwrap();
+    npm
+}
+
+/// What the inspector tests did, as the store holds it: the release fact edited to
+/// "… make release", the npm fact forgotten, and so no conflict left.
+pub fn assert_inspector_edits(env: &TestEnv) {
+    let after = list(env);
+    let contents: Vec<&str> = after
+        .iter()
+        .map(|f| f["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        contents.contains(&"Releases are shipped with make release"),
+        "{contents:?}"
+    );
+    assert!(!contents.contains(&"The project installs packages with npm"));
+    assert!(after.iter().all(|f| f["conflicted"] == false), "{after:#?}");
+}
