@@ -116,6 +116,16 @@ pub struct ConfigLayer {
     /// How many turns since the last dream make one due even without a pause (8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dream_after_turns: Option<u32>,
+    /// The embeddings model that reranks surfaced memory facts (none: no rerank), e.g.
+    /// `nomic-embed-text` on Ollama.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings_model: Option<String>,
+    /// Where its OpenAI-compatible `/embeddings` endpoint is (default: `base_url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings_base_url: Option<String>,
+    /// The variable that holds its API key (default: `api_key_env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings_api_key_env: Option<String>,
     /// How a request shares the model's window, as fractions of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_budget: Option<BudgetLayer>,
@@ -254,6 +264,9 @@ impl ConfigLayer {
             dream,
             dream_idle_seconds,
             dream_after_turns,
+            embeddings_model,
+            embeddings_base_url,
+            embeddings_api_key_env,
             state_file
         );
         if let Some(b) = &other.context_budget {
@@ -294,6 +307,9 @@ pub struct Config {
     pub dream: bool,
     pub dream_idle_seconds: u64,
     pub dream_after_turns: u32,
+    pub embeddings_model: Option<String>,
+    pub embeddings_base_url: Option<String>,
+    pub embeddings_api_key_env: Option<String>,
     pub budget: Budget,
     /// Relative to the workspace.
     pub state_file: PathBuf,
@@ -338,6 +354,9 @@ impl Config {
             dream: layer.dream.unwrap_or(true),
             dream_idle_seconds: layer.dream_idle_seconds.unwrap_or(300),
             dream_after_turns: layer.dream_after_turns.unwrap_or(8).max(1),
+            embeddings_model: layer.embeddings_model,
+            embeddings_base_url: layer.embeddings_base_url,
+            embeddings_api_key_env: layer.embeddings_api_key_env,
             budget: Budget::from_layer(layer.context_budget),
             state_file: layer
                 .state_file

@@ -76,6 +76,7 @@ pub fn router(script: Script, format: Format, record: Option<PathBuf>) -> std::i
     };
     Ok(Router::new()
         .route(path, post(complete))
+        .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/_fake/requests", get(requests))
         // Model servers take big requests (and answer "context too long" when they must).
@@ -90,6 +91,71 @@ async fn models() -> impl IntoResponse {
 async fn requests(State(state): State<AppState>) -> impl IntoResponse {
     let records = state.lock().unwrap().records.clone();
     axum::Json(records)
+}
+
+/// `/v1/embeddings` in OpenAI's format: the script's vector for a text, else its words hashed
+/// into 64 dimensions; the script's fault, if any, first.
+async fn embeddings(State(state): State<AppState>, uri: axum::http::Uri, body: Bytes) -> Response {
+    let (config, format, body) = {
+        let mut shared = state.lock().unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let rec = Recorded {
+            turn: None,
+            side: None,
+            path: uri.path().to_string(),
+            body: body.clone(),
+            error: None,
+            received_unix_us: 0,
+        };
+        record(&mut shared, rec);
+        (shared.script.embeddings.clone(), shared.format, body)
+    };
+    if let Some(fault) = &config.fault {
+        if let Some(ms) = fault.delay_ms {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if let Some(status) = fault.status {
+            let message = fault.body.as_deref().unwrap_or("injected fault");
+            return error_response(format, status, error_type(status), message, None);
+        }
+        if let Some(text) = &fault.body {
+            return (StatusCode::OK, text.clone()).into_response();
+        }
+    }
+    let inputs: Vec<String> = match &body["input"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().unwrap_or_default().to_string())
+            .collect(),
+        _ => return error_response(format, 400, "invalid_request_error", "no input", None),
+    };
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let v = config
+                .vectors
+                .get(text)
+                .cloned()
+                .unwrap_or_else(|| bag_of_words(text));
+            json!({"object": "embedding", "index": i, "embedding": v})
+        })
+        .collect();
+    axum::Json(json!({"object": "list", "data": data, "model": body["model"]})).into_response()
+}
+
+/// A text's lower-cased words, each counted in one of 64 dimensions by its FNV hash.
+fn bag_of_words(text: &str) -> Vec<f32> {
+    let mut v = vec![0.0f32; 64];
+    for word in text
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        v[(agent_lsp::hash::stable([word.as_bytes()]) % 64) as usize] += 1.0;
+    }
+    v
 }
 
 /// Records a request the fake answered with an error of its own (no turn used).

@@ -128,7 +128,9 @@ impl Agent {
         let context = input
             .as_ref()
             .and_then(|i| i.context["note"].as_str().map(String::from));
-        let facts = self.surface_facts(input.as_ref().map_or("", |i| i.text.as_str()))?;
+        let facts = self
+            .surface_facts(input.as_ref().map_or("", |i| i.text.as_str()))
+            .await?;
         let mut events = vec![Event::InputPromoted {
             input_id: input_id.into(),
             message_id: message_id.clone(),
@@ -159,10 +161,8 @@ impl Agent {
 
     /// The memory facts `prompt` gets (core ones, and those it is about), as a note's text,
     /// with their ids; `None` when none surface.
-    fn surface_facts(&self, prompt: &str) -> Result<Option<(String, Vec<String>)>> {
-        let now = crate::facts::now_ms();
-        let all = self.with_store(|s| s.facts(&self.project(), now))?;
-        let shown = crate::facts::surface(&all, prompt, now);
+    async fn surface_facts(&self, prompt: &str) -> Result<Option<(String, Vec<String>)>> {
+        let (shown, _) = self.surface(prompt).await?;
         if shown.facts.is_empty() {
             return Ok(None);
         }
@@ -180,6 +180,17 @@ impl Agent {
             text,
             shown.facts.into_iter().map(|f| f.id).collect(),
         )))
+    }
+
+    /// What a prompt gets of the workspace's memory facts, reranked when an embeddings model
+    /// is configured (`agent-lsp memory surface` shows the same).
+    pub async fn surface(
+        &self,
+        prompt: &str,
+    ) -> Result<(crate::facts::Surfaced, crate::facts::rerank::Rerank)> {
+        let now = crate::facts::now_ms();
+        let all = self.with_store(|s| s.facts(&self.project(), now))?;
+        Ok(crate::facts::surface_reranked(&all, prompt, now, self.embedder.as_deref()).await)
     }
 
     /// Shows the promoted message's text in the editor.

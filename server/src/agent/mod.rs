@@ -83,6 +83,9 @@ pub struct Agent {
     distilling: SessionLocks,
     /// One dream at a time per session (see `dream.rs`).
     dreaming: SessionLocks,
+    /// The memory facts' rerank, when an embeddings model is configured (its cache lives as
+    /// long as the agent).
+    embedder: Option<Arc<crate::provider::embeddings::Embedder>>,
 }
 
 /// A lock per session, made on first use.
@@ -103,7 +106,6 @@ impl Agent {
     ) -> Self {
         Self {
             store,
-            config,
             workspace: workspace.to_path_buf(),
             provider,
             registry: Registry::standard(),
@@ -113,6 +115,8 @@ impl Agent {
             repo: Arc::default(),
             distilling: Mutex::default(),
             dreaming: Mutex::default(),
+            embedder: crate::provider::embeddings::Embedder::from_config(&config).map(Arc::new),
+            config,
         }
     }
 

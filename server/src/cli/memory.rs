@@ -109,8 +109,12 @@ pub async fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
     let mut store = Store::open_default()?;
     let now = facts::now_ms();
     let json = place.json;
-    if let MemoryCommand::Dream { session } = cmd {
-        return dream(store, &root, session.as_deref(), json).await;
+    match cmd {
+        MemoryCommand::Dream { session } => {
+            return dream(store, &root, session.as_deref(), json).await;
+        }
+        MemoryCommand::Surface { query } => return surface(store, &root, &query, json).await,
+        _ => {}
     }
     match cmd {
         MemoryCommand::Add {
@@ -167,24 +171,7 @@ pub async fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
                 String::new(),
             )
         }
-        MemoryCommand::Surface { query } => {
-            let shown = facts::surface(&store.facts(&project, now)?, &query, now);
-            let text = shown
-                .facts
-                .iter()
-                .map(|f| format!("{} [{}] {:.2} {}", f.id, f.tier, f.score, f.text))
-                .collect::<Vec<_>>()
-                .join("\n");
-            report(
-                json,
-                serde_json::to_value(&shown)?,
-                if text.is_empty() {
-                    "nothing surfaces".into()
-                } else {
-                    text
-                },
-            )
-        }
+        MemoryCommand::Surface { .. } => unreachable!("surfaced above"),
         MemoryCommand::Why { id, query } => {
             let fact = facts::find(&store, &id, &project, true)?;
             let why = facts::why(&store.facts(&project, now)?, &fact, &query, now);
@@ -356,4 +343,33 @@ async fn dream(
         lines.push("no session in this workspace".into());
     }
     report(json, json!({"sessions": reports}), lines.join("\n"))
+}
+
+/// `memory surface`: exactly what a prompt QUERY would be shown, through the agent's own
+/// path (the rerank included, when an embeddings model is configured).
+async fn surface(
+    store: Store,
+    root: &std::path::Path,
+    query: &str,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let agent = super::session::agent_in(store, root);
+    let (shown, rerank) = agent.surface(query).await?;
+    let mut text = shown
+        .facts
+        .iter()
+        .map(|f| format!("{} [{}] {:.2} {}", f.id, f.tier, f.score, f.text))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if text.is_empty() {
+        text = "nothing surfaces".into();
+    }
+    if let facts::rerank::Rerank::Abstained { reason: why }
+    | facts::rerank::Rerank::Failed { error: why } = &rerank
+    {
+        text.push_str(&format!("\n(lexical order: {why})"));
+    }
+    let mut value = serde_json::to_value(&shown)?;
+    value["rerank"] = serde_json::to_value(&rerank)?;
+    report(json, value, text)
 }

@@ -7,6 +7,7 @@
 
 pub mod dev;
 pub mod dream;
+pub mod rerank;
 pub mod surface;
 
 use serde::Serialize;
@@ -195,6 +196,29 @@ pub const SURFACE_TOKENS: usize = 1_200;
 /// fact marked irrelevant for a similar prompt scores less (and may fall under the gate); an
 /// old unconfirmed one ranks lower.
 pub fn surface(facts: &[Fact], query: &str, now_ms: i64) -> Surfaced {
+    let (core, relevant) = ranked(facts, query, now_ms);
+    within_budget(core, relevant)
+}
+
+/// [`surface`] with the relevant facts reranked by `embedder` when there is one (see
+/// `rerank.rs`), and what became of the rerank.
+pub async fn surface_reranked(
+    facts: &[Fact],
+    query: &str,
+    now_ms: i64,
+    embedder: Option<&crate::provider::embeddings::Embedder>,
+) -> (Surfaced, rerank::Rerank) {
+    let (core, relevant) = ranked(facts, query, now_ms);
+    let (relevant, outcome) = rerank::rerank(relevant, query, embedder).await;
+    (within_budget(core, relevant), outcome)
+}
+
+/// The core facts, and the others past the gate with their rank scores, best first.
+fn ranked(
+    facts: &[Fact],
+    query: &str,
+    now_ms: i64,
+) -> (Vec<SurfacedFact>, Vec<(f64, SurfacedFact)>) {
     let shown: Vec<&Fact> = facts
         .iter()
         .filter(|f| f.sensitivity != Sensitivity::LocalOnly)
@@ -209,7 +233,8 @@ pub fn surface(facts: &[Fact], query: &str, now_ms: i64) -> Surfaced {
             tier: f.tier,
             score: 0.0,
             matches: Vec::new(),
-        });
+        })
+        .collect();
     let mut relevant: Vec<(f64, SurfacedFact)> = index
         .search(query)
         .into_iter()
@@ -231,12 +256,16 @@ pub fn surface(facts: &[Fact], query: &str, now_ms: i64) -> Surfaced {
         })
         .collect();
     relevant.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
-    let relevant = relevant.into_iter().map(|(_, f)| f);
+    (core, relevant)
+}
+
+/// Core facts always, then the relevant ones in order while the token budget lasts.
+fn within_budget(core: Vec<SurfacedFact>, relevant: Vec<(f64, SurfacedFact)>) -> Surfaced {
     let mut out = Surfaced {
         facts: Vec::new(),
         tokens: 0,
     };
-    for f in core.chain(relevant) {
+    for f in core.into_iter().chain(relevant.into_iter().map(|(_, f)| f)) {
         let tokens = crate::tokens::estimate(&f.text) + 4;
         if out.tokens + tokens > SURFACE_TOKENS && f.tier != Tier::Core {
             break;

@@ -5,6 +5,7 @@
 //! are classified once, here, so the loop's retry policy never parses provider bodies.
 
 pub mod anthropic;
+pub mod embeddings;
 pub mod openai;
 pub mod retry;
 pub mod script;

@@ -21,6 +21,9 @@
 //! {"side": [{"expect": {"system_contains": "observer"}, "reply": {"text": "- [10:00] [high] ..."}}],
 //!  "turns": [...]}
 //! ```
+//!
+//! `fake-llm` also serves `/v1/embeddings` (see [`Embeddings`]):
+//! `{"embeddings": {"vectors": {"some text": [1.0, 0.0]}, "fault": {"delay_ms": 5000}}}`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,6 +45,21 @@ pub struct Script {
     /// answered with the context-too-long error, and the turn is not used up.
     #[serde(default)]
     pub max_context_tokens: Option<u64>,
+    /// How `fake-llm`'s `/v1/embeddings` answers (by default: a hashed bag of words).
+    #[serde(default)]
+    pub embeddings: Embeddings,
+}
+
+/// The embeddings endpoint of `fake-llm`: each input gets the vector given for its exact
+/// text, else a bag of its lower-cased words hashed into 64 dimensions (texts that share
+/// words are near). A fault (`status`, `delay_ms`, `body`) applies to every request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Embeddings {
+    #[serde(default)]
+    pub vectors: std::collections::BTreeMap<String, Vec<f32>>,
+    #[serde(default)]
+    pub fault: Option<Fault>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
