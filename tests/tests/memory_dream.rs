@@ -461,3 +461,31 @@ async fn the_language_server_dreams_when_a_session_goes_quiet_and_the_editor_lis
     assert_eq!(dreams, 1);
     assert!(llm.requests().iter().all(|q| q.error.is_none()));
 }
+
+#[test]
+fn a_local_only_fact_the_model_wrote_in_the_session_is_not_in_the_dream() {
+    let talk = json!({"turns": [
+        {"reply": {"tool_calls": [{"name": "memory_write", "arguments": {
+            "content": "The admin password is hunter2", "sensitivity": "local-only"}}]}},
+        {"reply": {"text": "Kept to myself."}}
+    ]});
+    let llm = FakeLlm::start(&talk, "openai");
+    let env = setup(&llm, "openai", "");
+    let ws = env.workspace();
+    let one = run(&env, &["--yes", "note my admin password privately"]);
+    assert_eq!(one.code, 0, "{}", one.stderr);
+    let dream = FakeLlm::start(&json!({"turns": [dream_turn(json!([]))]}), "openai");
+    point_at(&env, &dream);
+    ok(&env, &ws, &["dream"]);
+    let requests = dream.requests();
+    assert_eq!(requests.len(), 1);
+    let body = requests[0].body.to_string();
+    assert!(
+        body.contains("memory_write"),
+        "the call is shown, redacted: {body}"
+    );
+    assert!(
+        !body.contains("hunter2"),
+        "neither the call nor its result: {body}"
+    );
+}
