@@ -2,35 +2,15 @@
 -- by tests/tests/neovim.rs, which passes AGENT_LSP_BIN and AGENT_LSP_TEST_FILE). The exit
 -- code is the verdict; the steps print as they pass.
 
-local function fail(msg)
-  io.stderr:write("FAIL: " .. msg .. "\n")
-  io.stderr:flush()
-  os.exit(1)
-end
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":h") .. "/helpers.lua")
+local fail, step, eq, contains = H.fail, H.step, H.eq, H.contains
 
-local function step(name)
-  io.stdout:write("ok - " .. name .. "\n")
-  io.stdout:flush()
-end
-
---- Waits (processing events) until `cond()` is true.
+--- Waits (processing events) until `cond()` is true; a timeout shows the chat.
 local function wait(what, cond, ms)
-  if not vim.wait(ms or 15000, cond, 20) then
+  H.wait(what, cond, ms, function()
     local chat = package.loaded["agent_lsp.chat"]
-    fail("timed out waiting for " .. what .. (chat and ("\n--- chat\n" .. chat.text()) or ""))
-  end
-end
-
-local function eq(want, got, what)
-  if not vim.deep_equal(want, got) then
-    fail(("%s: want %s, got %s"):format(what, vim.inspect(want), vim.inspect(got)))
-  end
-end
-
-local function contains(haystack, needle, what)
-  if not haystack:find(needle, 1, true) then
-    fail(("%s: %q not in:\n%s"):format(what, needle, haystack))
-  end
+    return chat and ("\n--- chat\n" .. chat.text()) or ""
+  end)
 end
 
 local function approval_win()
@@ -218,10 +198,7 @@ local function run()
   step(":AgentMode sets the mode")
 end
 
-local ok, err = xpcall(run, debug.traceback)
-if not ok then
-  fail(tostring(err))
-end
+H.run(run)
 io.stdout:write("all passed\n")
 io.stdout:flush()
 os.exit(0)

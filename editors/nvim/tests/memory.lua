@@ -2,31 +2,17 @@
 -- tests/tests/neovim.rs, which seeds the facts and checks the store afterwards). The exit
 -- code is the verdict; the steps print as they pass.
 
-local function fail(msg)
-  io.stderr:write("FAIL: " .. msg .. "\n")
-  io.stderr:flush()
-  os.exit(1)
-end
-
-local function step(name)
-  io.stdout:write("ok - " .. name .. "\n")
-  io.stdout:flush()
-end
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":h") .. "/helpers.lua")
+local fail, step, contains = H.fail, H.step, H.contains
 
 local function text(buf)
   return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
 end
 
 local function wait(what, cond)
-  if not vim.wait(15000, cond, 20) then
-    fail("timed out waiting for " .. what .. "\n--- buffer\n" .. text(0))
-  end
-end
-
-local function contains(haystack, needle, what)
-  if not haystack:find(needle, 1, true) then
-    fail(("%s: %q not in:\n%s"):format(what, needle, haystack))
-  end
+  H.wait(what, cond, nil, function()
+    return "\n--- buffer\n" .. text(0)
+  end)
 end
 
 --- Puts the cursor on the line that holds `needle`.
@@ -123,7 +109,4 @@ local function run()
   vim.cmd("qa!")
 end
 
-local ok, err = xpcall(run, debug.traceback)
-if not ok then
-  fail(err)
-end
+H.run(run)

@@ -193,17 +193,22 @@ pub(super) fn settled(m: &MessageView) -> bool {
     })
 }
 
-/// The index of the first message no distillation covers.
-fn undistilled_from(messages: &[MessageView], distillations: &[Distillation]) -> usize {
-    distillations
-        .iter()
-        .filter_map(|d| {
-            messages
-                .iter()
-                .position(|m| m.message_id == d.to_message_id)
-        })
+/// The index of the first message after the last of `ends` (the last messages that
+/// distillations or dreams covered); 0 when none is among `messages`.
+pub(super) fn first_after(messages: &[MessageView], ends: &[&str]) -> usize {
+    ends.iter()
+        .filter_map(|end| messages.iter().position(|m| m.message_id == *end))
         .max()
         .map_or(0, |i| i + 1)
+}
+
+/// The index of the first message no distillation covers.
+fn undistilled_from(messages: &[MessageView], distillations: &[Distillation]) -> usize {
+    let ends: Vec<&str> = distillations
+        .iter()
+        .map(|d| d.to_message_id.as_str())
+        .collect();
+    first_after(messages, &ends)
 }
 
 /// The distilled prefix of a request whose raw messages start at `first_raw`: the working

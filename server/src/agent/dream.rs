@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::distill::{render, settled, shows};
+use super::distill::{first_after, render, settled, shows};
 use super::{Agent, AgentError, Result, session_lock};
 use crate::facts::dream::{self as rules, Decision, DreamError};
 use crate::facts::{self, NewFact};
@@ -54,15 +54,8 @@ impl DreamReport {
 
 /// Where the messages no dream has read begin: after the last message any dream covers.
 fn undreamt_from(messages: &[MessageView], dreams: &[Dream]) -> usize {
-    dreams
-        .iter()
-        .filter_map(|d| {
-            messages
-                .iter()
-                .position(|m| m.message_id == d.to_message_id)
-        })
-        .max()
-        .map_or(0, |i| i + 1)
+    let ends: Vec<&str> = dreams.iter().map(|d| d.to_message_id.as_str()).collect();
+    first_after(messages, &ends)
 }
 
 impl Agent {

@@ -1,0 +1,45 @@
+-- What the headless Neovim tests share: failing with a message, printing passed steps,
+-- waiting on a condition, and checks. Loaded with dofile from the test scripts.
+
+local H = {}
+
+function H.fail(msg)
+  io.stderr:write("FAIL: " .. msg .. "\n")
+  io.stderr:flush()
+  os.exit(1)
+end
+
+function H.step(name)
+  io.stdout:write("ok - " .. name .. "\n")
+  io.stdout:flush()
+end
+
+--- Waits (processing events) until `cond()` is true; on timeout fails with `what` and
+--- whatever `context()` adds.
+function H.wait(what, cond, ms, context)
+  if not vim.wait(ms or 15000, cond, 20) then
+    H.fail("timed out waiting for " .. what .. (context and context() or ""))
+  end
+end
+
+function H.eq(want, got, what)
+  if not vim.deep_equal(want, got) then
+    H.fail(("%s: want %s, got %s"):format(what, vim.inspect(want), vim.inspect(got)))
+  end
+end
+
+function H.contains(haystack, needle, what)
+  if not haystack:find(needle, 1, true) then
+    H.fail(("%s: %q not in:\n%s"):format(what, needle, haystack))
+  end
+end
+
+--- Runs `body`, failing with its traceback if it throws.
+function H.run(body)
+  local ok, err = xpcall(body, debug.traceback)
+  if not ok then
+    H.fail(err)
+  end
+end
+
+return H
