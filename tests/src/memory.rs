@@ -2,19 +2,42 @@
 //! kind the inspector must show (core, archival, local-only, and a dreamt fact in conflict
 //! with another), and the facts as the command line lists them afterwards.
 
+use std::path::Path;
+
 use serde_json::Value;
 
 use crate::process::TestEnv;
 
-/// `agent-lsp memory ARGS --cwd <workspace> --json`, which must succeed.
-pub fn memory(env: &TestEnv, args: &[&str]) -> Value {
-    let ws = env.workspace();
-    let mut all = vec!["memory"];
-    all.extend(args);
-    all.extend(["--cwd", ws.to_str().unwrap(), "--json"]);
-    let (code, out, err) = env.run(&all);
+/// `agent-lsp memory ARGS --cwd CWD --json` (with `$FAKE_KEY` set, for a dream's model):
+/// the exit code, the JSON printed (`null` if none) and stderr.
+pub fn memory_in(env: &TestEnv, cwd: &Path, args: &[&str]) -> (i32, Value, String) {
+    let out = env
+        .command(&["memory"])
+        .args(args)
+        .arg("--cwd")
+        .arg(cwd)
+        .arg("--json")
+        .env("FAKE_KEY", "k")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run agent-lsp memory");
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// [`memory_in`] folder `cwd`, which must succeed: its JSON.
+pub fn ok_in(env: &TestEnv, cwd: &Path, args: &[&str]) -> Value {
+    let (code, v, err) = memory_in(env, cwd, args);
     assert_eq!(code, 0, "{args:?}: {err}");
-    serde_json::from_str(&out).unwrap()
+    v
+}
+
+/// [`ok_in`] the test workspace.
+pub fn memory(env: &TestEnv, args: &[&str]) -> Value {
+    ok_in(env, &env.workspace(), args)
 }
 
 /// The workspace's live facts.

@@ -2,25 +2,9 @@
 //! at once), what surfaces for a prompt (core always, local-only never, the gate), TTL
 //! expiry, project isolation, and why / update / forget / feedback / export.
 
-use std::path::Path;
-
+use agent_lsp_tests::memory::{memory_in as memory, ok_in as ok};
 use agent_lsp_tests::process::TestEnv;
 use serde_json::Value;
-
-fn memory(env: &TestEnv, cwd: &Path, args: &[&str]) -> (i32, Value, String) {
-    let mut all = vec!["memory"];
-    all.extend(args);
-    let cwd = cwd.to_str().unwrap();
-    all.extend(["--cwd", cwd, "--json"]);
-    let (code, out, err) = env.run(&all);
-    (code, serde_json::from_str(&out).unwrap_or(Value::Null), err)
-}
-
-fn ok(env: &TestEnv, cwd: &Path, args: &[&str]) -> Value {
-    let (code, v, err) = memory(env, cwd, args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    v
-}
 
 fn ids(v: &Value) -> Vec<String> {
     v["facts"]

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agent_lsp_tests::cli_run::{run, setup};
+use agent_lsp_tests::memory::ok_in as ok;
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
 
@@ -18,28 +19,6 @@ fn point_at(env: &TestEnv, llm: &FakeLlm) {
         "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
         llm.url
     ));
-}
-
-fn memory(env: &TestEnv, cwd: &Path, args: &[&str]) -> (i32, Value, String) {
-    let cwd = cwd.to_str().unwrap();
-    let out = env
-        .command(&["memory"])
-        .args(args)
-        .args(["--cwd", cwd, "--json"])
-        .env("FAKE_KEY", "k")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn ok(env: &TestEnv, cwd: &Path, args: &[&str]) -> Value {
-    let (code, v, err) = memory(env, cwd, args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    v
 }
 
 fn facts(env: &TestEnv, cwd: &Path) -> Vec<Value> {
