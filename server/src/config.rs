@@ -129,9 +129,22 @@ pub struct ConfigLayer {
     /// How a request shares the model's window, as fractions of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_budget: Option<BudgetLayer>,
+    /// The journal (`[journal] enabled = true`; off by default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalLayer>,
     /// The session state file, relative to the workspace (`.agent-lsp/STATE.md`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_file: Option<PathBuf>,
+}
+
+/// The journal's keys, each optional in a layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalLayer {
+    /// Whether the model has the journal tools (false: silent collection is worse than
+    /// explicit collection).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// The shares of the window, each optional in a layer.
@@ -276,6 +289,10 @@ impl ConfigLayer {
             merged.output = b.output.or(merged.output);
             merged.knowledge = b.knowledge.or(merged.knowledge);
         }
+        if let Some(j) = &other.journal {
+            let merged = self.journal.get_or_insert_with(JournalLayer::default);
+            merged.enabled = j.enabled.or(merged.enabled);
+        }
         if let Some(rules) = &other.permission {
             let merged = self.permission.get_or_insert_with(BTreeMap::new);
             for (key, rule) in rules {
@@ -311,6 +328,8 @@ pub struct Config {
     pub embeddings_base_url: Option<String>,
     pub embeddings_api_key_env: Option<String>,
     pub budget: Budget,
+    /// Whether the model has the journal tools.
+    pub journal: bool,
     /// Relative to the workspace.
     pub state_file: PathBuf,
 }
@@ -358,6 +377,7 @@ impl Config {
             embeddings_base_url: layer.embeddings_base_url,
             embeddings_api_key_env: layer.embeddings_api_key_env,
             budget: Budget::from_layer(layer.context_budget),
+            journal: layer.journal.and_then(|j| j.enabled).unwrap_or(false),
             state_file: layer
                 .state_file
                 .unwrap_or_else(|| PathBuf::from(".agent-lsp/STATE.md")),

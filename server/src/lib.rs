@@ -9,6 +9,7 @@ pub mod editor;
 pub mod facts;
 pub mod frontmatter;
 pub mod hash;
+pub mod journal;
 pub mod logging;
 pub mod lsp;
 pub mod markdown;

@@ -146,7 +146,7 @@ async fn embeddings(State(state): State<AppState>, uri: axum::http::Uri, body: B
 }
 
 /// A text's lower-cased words, each counted in one of 64 dimensions by its FNV hash.
-fn bag_of_words(text: &str) -> Vec<f32> {
+pub fn bag_of_words(text: &str) -> Vec<f32> {
     let mut v = vec![0.0f32; 64];
     for word in text
         .to_lowercase()

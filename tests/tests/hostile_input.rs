@@ -29,6 +29,7 @@ const AGENT_METHODS: &[&str] = &[
     "agent/memory/why",
     "agent/memory/update",
     "agent/memory/forget",
+    "agent/journal/search",
 ];
 
 async fn served(client: &LspClient, after: &str) {

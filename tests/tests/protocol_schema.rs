@@ -224,6 +224,21 @@ async fn every_message_of_a_real_session_matches_the_schema() {
         .await
         .unwrap_err();
     assert!(gone.message.contains(&fact), "{gone:?}");
+    // The journal, with an entry a person wrote.
+    let journal = env.config_home().join("agent-lsp/journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    std::fs::write(
+        journal.join("mine.md"),
+        "# Release day
+
+Thursdays, after standup
+",
+    )
+    .unwrap();
+    let found = protocol
+        .request(&client, "agent/journal/search", json!({"query": "release"}))
+        .await;
+    assert_eq!(found["hits"][0]["title"], "Release day", "{found}");
     // Distil now: the result and the history carry the distillations.
     let distilled = protocol
         .request(&client, "agent/compact", session.clone())

@@ -143,6 +143,10 @@ result: DocumentTextResult
 params: SessionParams
 result: SessionHistory
 }
+"agent/journal/search": {
+params: JournalSearchParams
+result: JournalSearchResult
+}
 "agent/memory/forget": {
 params: FactParams
 result: Empty
@@ -422,6 +426,43 @@ priority?: string
  * `pending`, `in_progress`, `completed` or `cancelled`.
  */
 status: string
+}
+export interface JournalSearchParams {
+/**
+ * At most this many entries (10 by default, 50 at most).
+ */
+limit?: (number | null)
+query: string
+}
+export interface JournalSearchResult {
+hits: JournalHit[]
+/**
+ * `off` (no embeddings model), `on`, or why meaning could not be used this time.
+ */
+semantic: string
+}
+/**
+ * A journal entry that matched, with where its file is.
+ */
+export interface JournalHit {
+/**
+ * RFC 3339.
+ */
+created: string
+id: string
+/**
+ * `title`, `text`, `meaning` or `text+meaning`.
+ */
+matched: string
+/**
+ * The entry's file.
+ */
+path: string
+project: string
+score: number
+snippet: string
+tags: string[]
+title: string
 }
 export interface FactParams {
 id: string

@@ -48,6 +48,20 @@ impl From<crate::facts::FactError> for AgentError {
     }
 }
 
+impl From<crate::journal::JournalError> for AgentError {
+    fn from(e: crate::journal::JournalError) -> Self {
+        use crate::journal::JournalError;
+        match e {
+            JournalError::Store(e) => Self::Store(e),
+            JournalError::Invalid(_) => Self::Invalid(e.to_string()),
+            JournalError::NotFound(_) => Self::NotFound(e.to_string()),
+            JournalError::Io { .. } | JournalError::Unreadable { .. } => {
+                Self::Refused(e.to_string())
+            }
+        }
+    }
+}
+
 impl AgentError {
     pub fn not_found(what: impl Into<String>) -> Self {
         Self::NotFound(what.into())

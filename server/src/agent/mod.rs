@@ -18,6 +18,7 @@ mod context;
 pub mod distill;
 pub mod dream;
 pub mod error;
+mod journal;
 pub mod prompts;
 pub mod revert;
 mod session_state;
@@ -108,7 +109,7 @@ impl Agent {
             store,
             workspace: workspace.to_path_buf(),
             provider,
-            registry: Registry::standard(),
+            registry: Registry::for_config(&config),
             editor,
             snapshots: std::sync::OnceLock::new(),
             revert_guard: tokio::sync::Mutex::new(()),

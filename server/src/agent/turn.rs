@@ -44,6 +44,25 @@ impl Agent {
             store: self.store.clone(),
             project: self.project(),
         });
+        if self.config.journal {
+            let provider = self
+                .config
+                .provider
+                .and_then(|p| serde_json::to_value(p).ok())
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            ctx.journal = Some(crate::tools::JournalSource {
+                dir: crate::journal::dir(),
+                store: self.store.clone(),
+                embedder: self.embedder.clone(),
+                meta: crate::journal::Meta {
+                    project: self.project(),
+                    model: self.model(),
+                    provider,
+                    ..Default::default()
+                },
+            });
+        }
         *ctx.todos.lock().unwrap_or_else(|p| p.into_inner()) = todos;
         Ok(ctx)
     }

@@ -19,7 +19,20 @@ pub struct Place {
     cwd: Option<PathBuf>,
     /// Print JSON.
     #[arg(long, global = true)]
-    json: bool,
+    pub json: bool,
+}
+
+impl Place {
+    /// The project `--cwd` (or the current directory) belongs to.
+    pub fn root(&self) -> anyhow::Result<PathBuf> {
+        let cwd = match &self.cwd {
+            Some(d) => d.clone(),
+            None => std::env::current_dir()?,
+        };
+        Ok(crate::workspace::root_for_file(
+            &std::fs::canonicalize(&cwd)?.join("."),
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -100,11 +113,7 @@ pub enum MemoryCommand {
 }
 
 pub async fn run(cmd: MemoryCommand, place: Place) -> anyhow::Result<i32> {
-    let cwd = match place.cwd {
-        Some(d) => d,
-        None => std::env::current_dir()?,
-    };
-    let root = crate::workspace::root_for_file(&std::fs::canonicalize(&cwd)?.join("."));
+    let root = place.root()?;
     let project = root.display().to_string();
     let mut store = Store::open_default()?;
     let now = facts::now_ms();

@@ -1,6 +1,7 @@
 //! The command line: the LSP server (default) and the commands around it.
 
 mod doctor;
+mod journal;
 mod memory;
 mod run;
 mod session;
@@ -43,6 +44,13 @@ pub enum Command {
     Memory {
         #[command(subcommand)]
         command: memory::MemoryCommand,
+        #[command(flatten)]
+        place: memory::Place,
+    },
+    /// The journal (`[journal] enabled = true` gives the model its tools): list, search, show.
+    Journal {
+        #[command(subcommand)]
+        command: journal::JournalCommand,
         #[command(flatten)]
         place: memory::Place,
     },
@@ -143,6 +151,7 @@ pub async fn run(command: Command) -> i32 {
         Command::Run(args) => run::run(args).await,
         Command::Snapshot(cmd) => session::snapshot(cmd),
         Command::Memory { command, place } => memory::run(command, place).await,
+        Command::Journal { command, place } => journal::run(command, place).await,
     };
     match result {
         Ok(code) => code,

@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use super::SurfacedFact;
-use crate::provider::embeddings::Embedder;
+use crate::provider::embeddings::{Embedder, cosine};
 
 /// How many of the best lexical candidates are reranked.
 pub const WINDOW: usize = 20;
@@ -29,13 +29,6 @@ pub enum Rerank {
     Abstained { reason: String },
     /// The endpoint failed or was too slow; the lexical order stands.
     Failed { error: String },
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let n = norm(a) * norm(b);
-    if n == 0.0 { 0.0 } else { dot / n }
 }
 
 /// Why the rerank kept the lexical order.

@@ -19,8 +19,9 @@ use tower_lsp_server::ls_types::request::Request as _;
 use tower_lsp_server::{LspService, Server};
 
 use protocol::{
-    Cancel, Compact, DocumentText, GetConfig, GetState, History, MemoryForget, MemoryList,
-    MemoryUpdate, MemoryWhy, Prompt, Redo, Revert, Search, Sessions, SetMode, Undo, Unrevert,
+    Cancel, Compact, DocumentText, GetConfig, GetState, History, JournalSearch, MemoryForget,
+    MemoryList, MemoryUpdate, MemoryWhy, Prompt, Redo, Revert, Search, Sessions, SetMode, Undo,
+    Unrevert,
 };
 
 pub use server::Backend;
@@ -42,6 +43,7 @@ where
         .custom_method(MemoryWhy::METHOD, Backend::memory_why)
         .custom_method(MemoryUpdate::METHOD, Backend::memory_update)
         .custom_method(MemoryForget::METHOD, Backend::memory_forget)
+        .custom_method(JournalSearch::METHOD, Backend::journal_search)
         .custom_method(Prompt::METHOD, Backend::prompt)
         .custom_method(Cancel::METHOD, Backend::cancel)
         .custom_method(Sessions::METHOD, Backend::sessions)

@@ -81,6 +81,9 @@ request!(
     /// Forgets a fact.
     MemoryForget, "agent/memory/forget", FactParams => Empty);
 request!(
+    /// Searches the user's journal (by text, and by meaning with an embeddings model).
+    JournalSearch, "agent/journal/search", JournalSearchParams => JournalSearchResult);
+request!(
     /// The server's copy of an open buffer.
     DocumentText, "agent/documentText", DocumentTextParams => DocumentTextResult);
 
@@ -212,6 +215,64 @@ pub struct SearchParams {
     /// At most this many hits (10 by default, 100 at most).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JournalSearchParams {
+    pub query: String,
+    /// At most this many entries (10 by default, 50 at most).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JournalSearchResult {
+    pub hits: Vec<JournalHit>,
+    /// `off` (no embeddings model), `on`, or why meaning could not be used this time.
+    pub semantic: String,
+}
+
+/// A journal entry that matched, with where its file is.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JournalHit {
+    pub id: String,
+    pub title: String,
+    /// The entry's file.
+    pub path: String,
+    /// RFC 3339.
+    pub created: String,
+    pub project: String,
+    pub tags: Vec<String>,
+    pub snippet: String,
+    pub score: f64,
+    /// `title`, `text`, `meaning` or `text+meaning`.
+    pub matched: String,
+}
+
+impl From<crate::journal::search::Found> for JournalSearchResult {
+    fn from(f: crate::journal::search::Found) -> Self {
+        Self {
+            hits: f
+                .hits
+                .into_iter()
+                .map(|h| JournalHit {
+                    id: h.id,
+                    title: h.title,
+                    path: h.path,
+                    created: h.created,
+                    project: h.project,
+                    tags: h.tags,
+                    snippet: h.snippet,
+                    score: h.score,
+                    matched: h.matched,
+                })
+                .collect(),
+            semantic: f.semantic,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -881,6 +942,7 @@ pub fn methods(g: &mut SchemaGenerator) -> Vec<MethodSchema> {
         request_schema::<MemoryWhy>(g, ClientToServer),
         request_schema::<MemoryUpdate>(g, ClientToServer),
         request_schema::<MemoryForget>(g, ClientToServer),
+        request_schema::<JournalSearch>(g, ClientToServer),
         request_schema::<DocumentText>(g, ClientToServer),
         notification_schema::<AgentUpdate>(g, ServerToClient),
         request_schema::<RequestPermission>(g, ServerToClient),
@@ -1210,7 +1272,7 @@ mod tests {
     fn every_method_has_one_entry() {
         let s = schema();
         let methods = s["methods"].as_object().unwrap();
-        assert_eq!(methods.len(), 21);
+        assert_eq!(methods.len(), 22);
         assert!(methods.keys().all(|m| m.starts_with("agent/")));
         assert!(methods["agent/update"].get("result").is_none());
     }

@@ -342,6 +342,25 @@ impl Backend {
         Ok(Empty {})
     }
 
+    /// `agent/journal/search`: the user's journal, through the workspace's agent (its
+    /// embeddings model, if any).
+    pub async fn journal_search(
+        &self,
+        p: wire::JournalSearchParams,
+    ) -> Result<wire::JournalSearchResult> {
+        let (root, config) = self.workspace()?;
+        let agent = self
+            .host()
+            .agent(&config, &root)
+            .map_err(super::error::to_rpc)?;
+        let limit = p.limit.unwrap_or(10).clamp(1, 50);
+        let found = agent
+            .journal_search(&p.query, limit)
+            .await
+            .map_err(super::error::to_rpc)?;
+        Ok(found.into())
+    }
+
     /// `agent/state`: the workspace's session state file.
     pub async fn session_state(&self, _: NoParams) -> Result<wire::StateResult> {
         let (root, config) = self.workspace()?;

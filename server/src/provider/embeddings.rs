@@ -133,6 +133,14 @@ impl Embedder {
     }
 }
 
+/// The cosine similarity of two vectors (0 when either is all zeros).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let n = norm(a) * norm(b);
+    if n == 0.0 { 0.0 } else { dot / n }
+}
+
 /// Reads `{"data": [{"index": i, "embedding": [...]}, ...]}` with one vector per input, all of
 /// one length.
 fn parse(body: &str, inputs: usize) -> Result<Vec<Vec<f32>>, EmbedError> {

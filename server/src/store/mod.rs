@@ -8,6 +8,7 @@
 
 pub mod event;
 pub mod facts;
+mod journal;
 mod projection;
 mod schema;
 mod search;
@@ -23,6 +24,7 @@ pub use event::{DreamCandidate, DreamOutcome, Envelope, Event, Todo};
 pub use facts::{Dream, Fact};
 
 use crate::status::{PartKind, PartStatus};
+pub use journal::{IndexedEntry, JournalTextHit};
 pub use search::{Hit, Scope, identifier_words};
 
 #[derive(Debug, thiserror::Error)]

@@ -154,6 +154,23 @@ const MIGRATIONS: &[&str] = &[
          completed_at    INTEGER
      );
      CREATE INDEX dream_session ON dream (session_id, started_at);",
+    // 8: the journal's index: a cache of the entry files (not a projection: the files are
+    // the truth), fingerprinted by modification time and size; `words` as in recall.
+    "CREATE TABLE journal_entry (
+         path     TEXT PRIMARY KEY,
+         id       TEXT NOT NULL,
+         mtime    INTEGER NOT NULL,
+         size     INTEGER NOT NULL,
+         title    TEXT NOT NULL,
+         created  TEXT NOT NULL,
+         project  TEXT NOT NULL,
+         tags     TEXT NOT NULL
+     );
+     CREATE INDEX journal_entry_id ON journal_entry (id);
+     CREATE VIRTUAL TABLE journal_fts USING fts5(
+         title, body, words, path UNINDEXED,
+         tokenize = 'porter unicode61'
+     );",
 ];
 
 /// The migration that created the recall index.

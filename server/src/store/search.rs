@@ -227,7 +227,7 @@ fn insert(
 
 /// The FTS5 query for what a person typed: its words (and identifiers' words), each quoted,
 /// any of them (bm25 ranks texts with more of them first). `None` when there is no word.
-fn fts_query(query: &str) -> Option<String> {
+pub(super) fn fts_query(query: &str) -> Option<String> {
     let mut terms: Vec<String> = Vec::new();
     for token in query.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
         // The identifier as written (found in the text itself) and its words.

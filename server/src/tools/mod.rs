@@ -11,6 +11,7 @@ mod facts;
 pub mod files;
 mod glob;
 mod grep;
+mod journal;
 mod memory;
 mod question;
 mod read;
@@ -171,6 +172,19 @@ pub struct ToolContext {
     pub recall: Option<RecallSource>,
     /// The session state file, relative to the root (`state_file`).
     pub state_file: PathBuf,
+    /// The journal, when it is on.
+    pub journal: Option<JournalSource>,
+}
+
+/// Where the journal tools write and search, and what each entry says about where it came
+/// from (the session and mode are the call's).
+#[derive(Clone)]
+pub struct JournalSource {
+    pub dir: PathBuf,
+    pub store: Arc<Mutex<crate::store::Store>>,
+    pub embedder: Option<Arc<crate::provider::embeddings::Embedder>>,
+    /// project, model and provider filled in.
+    pub meta: crate::journal::Meta,
 }
 
 /// The session store and the workspace's key in it (for `recall` and the memory facts).
@@ -202,6 +216,7 @@ impl ToolContext {
             message_id: String::new(),
             recall: None,
             state_file: config.state_file.clone(),
+            journal: None,
         }
     }
 
@@ -387,6 +402,19 @@ impl Registry {
             Box::new(facts::MemoryUseful),
             Box::new(facts::MemoryIrrelevant),
         ])
+    }
+
+    /// The tools `config` gives the model: every built-in one, and the journal's when it is
+    /// on.
+    pub fn for_config(config: &crate::config::Config) -> Self {
+        let mut reg = Self::standard();
+        if config.journal {
+            reg.tools.push(Box::new(journal::JournalWrite));
+            reg.tools.push(Box::new(journal::JournalSearch));
+            reg.tools.push(Box::new(journal::JournalRead));
+            reg = Self::with(reg.tools);
+        }
+        reg
     }
 
     pub fn with(tools: Vec<Box<dyn Tool>>) -> Self {
