@@ -105,3 +105,18 @@ fn the_memory_inspector_lists_edits_forgets_and_explains_facts_in_headless_neovi
     headless(&env, &file, "tests/memory.lua");
     memory::assert_inspector_edits(&env);
 }
+
+#[test]
+fn agent_journal_searches_and_opens_an_entry_in_headless_neovim() {
+    let llm = FakeLlm::start(&json!({"turns": []}), "openai");
+    let env = TestEnv::new();
+    let file = env.answer_workspace(&llm);
+    let journal = env.config_home().join("agent-lsp/journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    std::fs::write(
+        journal.join("release-day.md"),
+        "---\ntitle: Release day\ncreated: 2026-11-20T09:00:00Z\ntags: [ops]\n---\nThursdays, after standup\n",
+    )
+    .unwrap();
+    headless(&env, &file, "tests/journal.lua");
+}

@@ -1,7 +1,7 @@
 //! The VS Code extension (editors/vscode) in a real VS Code: code-server with the packaged
 //! .vsix, driven by playwright-core in Chromium (editors/vscode/test/e2e.mjs), against the
-//! real server and fake-llm: chat, approvals, edits, revert, and the Memory view on seeded
-//! facts. The script's exit code is the verdict.
+//! real server and fake-llm: chat, approvals, edits, revert, the Memory view on seeded
+//! facts, and the journal's search. The script's exit code is the verdict.
 //!
 //! Needs what `scripts/test` prepares: `editors/vscode/agent-lsp.vsix` (npm run package) and
 //! code-server with playwright-core in `~/.cache/agent-lsp/vscode-e2e`
@@ -50,6 +50,13 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
     let env = TestEnv::new();
     env.answer_workspace(&llm);
     memory::seed_for_inspector(&env);
+    let journal = env.config_home().join("agent-lsp/journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    std::fs::write(
+        journal.join("release-day.md"),
+        "---\ntitle: Release day\ncreated: 2026-11-20T09:00:00Z\ntags: [ops]\n---\nThursdays, after standup\n",
+    )
+    .unwrap();
     let artifacts = repo_root().join("target/test-artifacts/vscode");
     let _ = std::fs::remove_file(artifacts.join("chat.png"));
 

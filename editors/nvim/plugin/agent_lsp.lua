@@ -38,6 +38,10 @@ command("AgentMemory", function()
   require("agent_lsp.memory").open()
 end, { desc = "Inspect the workspace's memory facts (edit, forget, why)" })
 
+command("AgentJournal", function(opts)
+  require("agent_lsp.journal").search(opts.args)
+end, { nargs = "*", desc = "Search the journal and open an entry" })
+
 command("AgentSessions", function()
   agent().sessions()
 end, { desc = "Pick a session to resume" })

@@ -28,6 +28,7 @@ import {
 } from "./model";
 import { ChatView } from "./chatView";
 import { MemoryView } from "./memoryView";
+import { journalItem } from "./memory";
 import type {
   Method,
   Params,
@@ -330,6 +331,26 @@ export class Agent {
     this.refresh();
   }
 
+  /** "Agent: Search Journal…": a query, the entries that match, the one picked opened. */
+  async searchJournal() {
+    const query = await vscode.window.showInputBox({ title: "Search the journal", ignoreFocusOut: true });
+    if (!query) return;
+    try {
+      const found = await this.request("agent/journal/search", { query });
+      if (!found.hits.length) {
+        vscode.window.showInformationMessage(`agent-lsp: no journal entry matches "${query}"`);
+        return;
+      }
+      const pick = await vscode.window.showQuickPick(
+        found.hits.map((hit) => ({ ...journalItem(hit), hit })),
+        { title: `Journal: ${query}`, matchOnDescription: true, matchOnDetail: true },
+      );
+      if (pick) await vscode.window.showTextDocument(vscode.Uri.file(pick.hit.path));
+    } catch (e: any) {
+      vscode.window.showErrorMessage(`agent-lsp: ${e?.message ?? e}`);
+    }
+  }
+
   async pickSession() {
     const list = await this.request("agent/sessions", {});
     const pick = await vscode.window.showQuickPick(
@@ -355,6 +376,7 @@ export async function activate(context: vscode.ExtensionContext) {
   command("agent-lsp.redo", () => a.redo());
   command("agent-lsp.setMode", (mode?: string) => a.setMode(mode));
   command("agent-lsp.sessions", () => a.pickSession());
+  command("agent-lsp.journal", () => a.searchJournal());
   command("agent-lsp.showChat", () => vscode.commands.executeCommand("agent-lsp.chat.focus"));
   command("agent-lsp.showMemory", async () => {
     await vscode.commands.executeCommand("agent-lsp.memory.focus");

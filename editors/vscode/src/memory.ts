@@ -1,7 +1,7 @@
-import type { FactItem, MemoryWhyResult, Tier } from "./protocol";
+import type { FactItem, JournalHit, MemoryWhyResult, Tier } from "./protocol";
 
 // The memory inspector as data: the workspace's facts grouped by tier, each with its
-// provenance and conflicts. Pure (no vscode import), so it is unit-tested in plain node;
+// provenance and conflicts; and journal hits as pick items. Pure (no vscode import), so it is unit-tested in plain node;
 // memoryView.ts draws it as a tree.
 
 export const TIERS: { tier: Tier; label: string }[] = [
@@ -73,4 +73,13 @@ export function explain(why: MemoryWhyResult): string[] {
   lines.push(`Irrelevant marks leave ${why.irrelevance.toFixed(2)}, age leaves ${why.decay.toFixed(2)}`);
   if (why.matches.length) lines.push(`Matches: ${why.matches.map((m) => m.term).join(", ")}`);
   return lines;
+}
+
+/** A journal hit as a quick pick item: its title, when and where, and the matched words. */
+export function journalItem(hit: JournalHit): { label: string; description: string; detail: string } {
+  const bits: string[] = [];
+  if (hit.created) bits.push(hit.created.slice(0, 10));
+  if (hit.project) bits.push(hit.project.split("/").pop() ?? hit.project);
+  if (hit.tags.length) bits.push(hit.tags.map((t) => `#${t}`).join(" "));
+  return { label: hit.title, description: bits.join(" · "), detail: hit.snippet.replace(/\s+/g, " ").trim() };
 }

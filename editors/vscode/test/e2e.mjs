@@ -282,6 +282,18 @@ try {
   await waitFor("the other side no longer flagged", async () => !(await pnpm.innerText()).includes("conflicted"));
   step("a fact is forgotten from the view, which resolves its conflict");
 
+  // The journal: a query, the pick list, the entry opened (tests/tests/vscode.rs wrote it).
+  await command("Agent: Search Journal…");
+  await page.locator(".quick-input-widget input").fill("release day");
+  await page.keyboard.press("Enter");
+  const entry = page.locator(".quick-input-list .monaco-list-row", { hasText: "Release day" }).first();
+  await entry.waitFor();
+  if (!(await entry.innerText()).includes("2026-11-20")) throw new Error(`the pick item: ${await entry.innerText()}`);
+  await entry.click();
+  await page.locator(".tab.active", { hasText: "release-day.md" }).waitFor();
+  await page.locator(".monaco-editor .view-lines", { hasText: "Thursdays, after standup" }).first().waitFor();
+  step("Agent: Search Journal… finds an entry and opens it");
+
   console.log("all passed");
   await finish(0);
 } catch (e) {

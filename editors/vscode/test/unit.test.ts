@@ -155,7 +155,7 @@ test("the state file's focus and phase come with state updates and outlive a ses
   assert.equal(s.entries.length, 0, "no chat entry");
 });
 
-import { explain, factRow, groups, provenance, summary } from "../src/memory";
+import { explain, factRow, groups, journalItem, provenance, summary } from "../src/memory";
 import type { FactItem } from "../src/protocol";
 
 const fact = (over: Partial<FactItem>): FactItem => ({
@@ -237,5 +237,22 @@ test("why is told as a verdict and its figures", () => {
       "Irrelevant marks leave 1.00, age leaves 0.90",
       "Matches: ship",
     ],
+  );
+});
+
+test("a journal hit reads as a quick pick item", () => {
+  assert.deepEqual(
+    journalItem({
+      id: "a",
+      title: "Release day",
+      path: "/j/release-day.md",
+      created: "2026-11-20T09:00:00Z",
+      project: "/home/me/shop",
+      tags: ["ops", "release"],
+      snippet: "«Thursdays»,\n after standup",
+      score: 1,
+      matched: "text",
+    }),
+    { label: "Release day", description: "2026-11-20 · shop · #ops #release", detail: "«Thursdays», after standup" },
   );
 });
