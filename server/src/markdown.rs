@@ -29,6 +29,30 @@ pub fn list_item(text: &str) -> String {
     }
 }
 
+/// The first JSON value in a model's answer that parses: the whole of it, a fenced block,
+/// or from the first brace or bracket to its last.
+pub fn json_in(text: &str) -> Option<serde_json::Value> {
+    let text = text.trim();
+    if let Ok(v) = serde_json::from_str(text) {
+        return Some(v);
+    }
+    let unfenced = text
+        .split("```")
+        .nth(1)
+        .map(|block| block.trim_start_matches("json").trim());
+    if let Some(v) = unfenced.and_then(|b| serde_json::from_str(b).ok()) {
+        return Some(v);
+    }
+    [('{', '}'), ('[', ']')]
+        .into_iter()
+        .find_map(|(open, close)| {
+            let (start, end) = (text.find(open)?, text.rfind(close)?);
+            (start < end)
+                .then(|| serde_json::from_str(&text[start..=end]).ok())
+                .flatten()
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

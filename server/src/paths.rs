@@ -65,6 +65,28 @@ pub fn ensure_workspace_dir(workspace: &std::path::Path, sub: &str) -> std::io::
     Ok(dir)
 }
 
+/// Replaces the file at `path` with `text` at once: written to a temporary file beside it
+/// (with the old file's permissions), then renamed over it, so a reader never sees half of
+/// it and a failure leaves the old one whole. Returns the path of what failed.
+pub fn replace_file(
+    path: &std::path::Path,
+    text: &str,
+) -> Result<(), (std::path::PathBuf, std::io::Error)> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(|e| (tmp.clone(), e))?;
+    if let Ok(old) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&tmp, old.permissions());
+    }
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        (path.to_path_buf(), e)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

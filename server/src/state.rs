@@ -326,16 +326,7 @@ fn write_atomic(workspace: &Path, path: &Path, text: &str) -> Result<(), StateEr
     } else if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| io("written", e))?;
     }
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("STATE.md");
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(|e| io("written", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io("written", e)
-    })
+    crate::paths::replace_file(path, text).map_err(|(_, e)| io("written", e))
 }
 
 /// The field labels a checkpoint takes, for messages.

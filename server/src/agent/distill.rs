@@ -183,6 +183,19 @@ pub(super) fn shows(m: &MessageView) -> bool {
     })
 }
 
+/// The messages that show, as the transcript an isolated reader gets (a dream, a curation):
+/// each under `## message N` from 1, with the ids the numbers stand for.
+pub(super) fn numbered_transcript(messages: &[MessageView]) -> (String, Vec<String>) {
+    let shown: Vec<&MessageView> = messages.iter().filter(|m| shows(m)).collect();
+    let mut transcript = String::new();
+    for (n, m) in shown.iter().enumerate() {
+        transcript.push_str(&format!("## message {}\n", n + 1));
+        render(m, &mut transcript);
+    }
+    let ids = shown.iter().map(|m| m.message_id.clone()).collect();
+    (transcript, ids)
+}
+
 /// Whether a message is finished: nothing in it still streams or runs.
 pub(super) fn settled(m: &MessageView) -> bool {
     !m.parts.iter().any(|p| {

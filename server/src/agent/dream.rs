@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::distill::{first_after, render, settled, shows};
+use super::distill::{first_after, numbered_transcript, settled};
 use super::{Agent, AgentError, Result, session_lock};
 use crate::facts::dream::{self as rules, Decision, DreamError};
 use crate::facts::{self, NewFact};
@@ -212,16 +212,7 @@ impl Agent {
         let (Some(from), Some(to)) = (at(&dream.from_message_id), at(&dream.to_message_id)) else {
             return Ok(Err(DreamError::MessagesGone));
         };
-        let segment: Vec<&MessageView> = view.messages[from..=to]
-            .iter()
-            .filter(|m| shows(m))
-            .collect();
-        let mut transcript = String::new();
-        for (n, m) in segment.iter().enumerate() {
-            transcript.push_str(&format!("## message {}\n", n + 1));
-            render(m, &mut transcript);
-        }
-        let ids: Vec<String> = segment.iter().map(|m| m.message_id.clone()).collect();
+        let (transcript, ids) = numbered_transcript(&view.messages[from..=to]);
         let facts = self.with_store(|s| s.facts(&dream.project, facts::now_ms()))?;
         let shown: Vec<Fact> = facts
             .into_iter()

@@ -307,6 +307,39 @@ impl From<SensitivityArg> for Sensitivity {
     }
 }
 
+/// The sessions of the workspace at `root`, oldest first, or the one `session` names (an
+/// id or a unique prefix).
+pub(super) fn workspace_sessions(
+    store: &Store,
+    root: &std::path::Path,
+    session: Option<&str>,
+) -> anyhow::Result<Vec<String>> {
+    let project = root.display().to_string();
+    Ok(match session {
+        Some(prefix) => vec![super::session::resolve_id(store, prefix)?],
+        None => store
+            .sessions()?
+            .into_iter()
+            .filter(|s| s.workspace == project)
+            .map(|s| s.session_id)
+            .collect(),
+    })
+}
+
+/// The workspace's agent with the configured model (`what` needs it).
+pub(super) fn agent_with_model(
+    store: Store,
+    root: &std::path::Path,
+    what: &str,
+) -> anyhow::Result<crate::agent::Agent> {
+    let mut agent = super::session::agent_in(store, root);
+    match crate::provider::from_config(agent.config()) {
+        Ok(p) => agent.set_provider(std::sync::Arc::from(p)),
+        Err(e) => anyhow::bail!("{what} needs the model: {e}"),
+    }
+    Ok(agent)
+}
+
 /// `memory dream`: each session of the workspace (or the one named) dreamt on in turn.
 async fn dream(
     store: Store,
@@ -314,21 +347,8 @@ async fn dream(
     session: Option<&str>,
     json: bool,
 ) -> anyhow::Result<i32> {
-    let project = root.display().to_string();
-    let sessions = match session {
-        Some(prefix) => vec![super::session::resolve_id(&store, prefix)?],
-        None => store
-            .sessions()?
-            .into_iter()
-            .filter(|s| s.workspace == project)
-            .map(|s| s.session_id)
-            .collect(),
-    };
-    let mut agent = super::session::agent_in(store, root);
-    match crate::provider::from_config(agent.config()) {
-        Ok(p) => agent.set_provider(std::sync::Arc::from(p)),
-        Err(e) => anyhow::bail!("a dream needs the model: {e}"),
-    }
+    let sessions = workspace_sessions(&store, root, session)?;
+    let agent = agent_with_model(store, root, "a dream")?;
     let mut reports = Vec::new();
     let mut lines = Vec::new();
     for sid in sessions {

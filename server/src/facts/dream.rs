@@ -70,8 +70,8 @@ pub enum DreamError {
 /// inside a code fence or with prose around it. `messages` maps the numbers it cites to
 /// message ids. An answer with no such JSON is an error (the dream ends with it).
 pub fn parse(answer: &str, messages: &[String]) -> Result<Vec<DreamCandidate>, DreamError> {
-    let value =
-        json_in(answer).ok_or_else(|| DreamError::NotJson(answer.chars().take(120).collect()))?;
+    let value = crate::markdown::json_in(answer)
+        .ok_or_else(|| DreamError::NotJson(answer.chars().take(120).collect()))?;
     let items = match &value {
         Value::Array(items) => items.as_slice(),
         Value::Object(o) => o
@@ -131,30 +131,6 @@ fn candidate(item: &Value, messages: &[String]) -> Option<DreamCandidate> {
             .and_then(Value::as_str)
             .map(String::from),
     })
-}
-
-/// The first JSON value in `text` that parses: the whole of it, a fenced block, or from the
-/// first brace or bracket to its last.
-fn json_in(text: &str) -> Option<Value> {
-    let text = text.trim();
-    if let Ok(v) = serde_json::from_str(text) {
-        return Some(v);
-    }
-    let unfenced = text
-        .split("```")
-        .nth(1)
-        .map(|block| block.trim_start_matches("json").trim());
-    if let Some(v) = unfenced.and_then(|b| serde_json::from_str(b).ok()) {
-        return Some(v);
-    }
-    [('{', '}'), ('[', ']')]
-        .into_iter()
-        .find_map(|(open, close)| {
-            let (start, end) = (text.find(open)?, text.rfind(close)?);
-            (start < end)
-                .then(|| serde_json::from_str(&text[start..=end]).ok())
-                .flatten()
-        })
 }
 
 /// How alike two texts' words are: the Jaccard index of their stems.

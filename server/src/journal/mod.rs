@@ -138,12 +138,7 @@ pub fn write(dir: &Path, mut meta: Meta, body: &str) -> Result<Entry, JournalErr
     let mut body = body.trim_end().to_string();
     body.push('\n');
     let text = crate::frontmatter::render(&meta, &body);
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(&path)(e)
-    })?;
+    crate::paths::replace_file(&path, &text).map_err(|(at, e)| io(&at)(e))?;
     Ok(Entry { meta, body, path })
 }
 
@@ -248,10 +243,8 @@ pub fn write_sidecar(entry: &Path, model: &str, vector: &[f32]) -> Result<(), Jo
         vector: vector.to_vec(),
     };
     let path = sidecar_path(entry);
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let text = serde_json::to_string(&car).unwrap_or_default();
-    std::fs::write(&tmp, text).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))
+    crate::paths::replace_file(&path, &text).map_err(|(at, e)| io(&at)(e))
 }
 
 /// The text an entry is embedded and indexed by.
