@@ -132,6 +132,9 @@ pub struct ConfigLayer {
     /// The journal (`[journal] enabled = true`; off by default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal: Option<JournalLayer>,
+    /// Long-term knowledge: the curator, its note and the agents file export.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<KnowledgeLayer>,
     /// The session state file, relative to the workspace (`.agent-lsp/STATE.md`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_file: Option<PathBuf>,
@@ -145,6 +148,32 @@ pub struct JournalLayer {
     /// explicit collection).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+}
+
+/// Long-term knowledge's keys, each optional in a layer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnowledgeLayer {
+    /// The curator, the knowledge note and the export (true; recall and distillation stay
+    /// either way).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The file of the export, relative to the workspace (`AGENTS.md`; e.g. `CLAUDE.md`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents_file: Option<PathBuf>,
+    /// Whether a curation that added entries exports them too (false: the server does not
+    /// write into the repository unasked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_export: Option<bool>,
+    /// Whether entries that hold in every project are shown in each (true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_project: Option<bool>,
+    /// How many prompts since the last curation make one due (10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curate_after_turns: Option<u32>,
+    /// How many entries a project holds before the curator merges them (25).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consolidate_at: Option<u32>,
 }
 
 /// The shares of the window, each optional in a layer.
@@ -293,6 +322,15 @@ impl ConfigLayer {
             let merged = self.journal.get_or_insert_with(JournalLayer::default);
             merged.enabled = j.enabled.or(merged.enabled);
         }
+        if let Some(k) = &other.knowledge {
+            let merged = self.knowledge.get_or_insert_with(KnowledgeLayer::default);
+            merged.enabled = k.enabled.or(merged.enabled);
+            merged.agents_file = k.agents_file.clone().or(merged.agents_file.take());
+            merged.auto_export = k.auto_export.or(merged.auto_export);
+            merged.cross_project = k.cross_project.or(merged.cross_project);
+            merged.curate_after_turns = k.curate_after_turns.or(merged.curate_after_turns);
+            merged.consolidate_at = k.consolidate_at.or(merged.consolidate_at);
+        }
         if let Some(rules) = &other.permission {
             let merged = self.permission.get_or_insert_with(BTreeMap::new);
             for (key, rule) in rules {
@@ -330,6 +368,7 @@ pub struct Config {
     pub budget: Budget,
     /// Whether the model has the journal tools.
     pub journal: bool,
+    pub knowledge: Knowledge,
     /// Relative to the workspace.
     pub state_file: PathBuf,
 }
@@ -378,9 +417,35 @@ impl Config {
             embeddings_api_key_env: layer.embeddings_api_key_env,
             budget: Budget::from_layer(layer.context_budget),
             journal: layer.journal.and_then(|j| j.enabled).unwrap_or(false),
+            knowledge: Knowledge::from_layer(layer.knowledge.unwrap_or_default()),
             state_file: layer
                 .state_file
                 .unwrap_or_else(|| PathBuf::from(".agent-lsp/STATE.md")),
+        }
+    }
+}
+
+/// Long-term knowledge's effective settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Knowledge {
+    pub enabled: bool,
+    /// Relative to the workspace.
+    pub agents_file: PathBuf,
+    pub auto_export: bool,
+    pub cross_project: bool,
+    pub curate_after_turns: u32,
+    pub consolidate_at: u32,
+}
+
+impl Knowledge {
+    fn from_layer(l: KnowledgeLayer) -> Self {
+        Self {
+            enabled: l.enabled.unwrap_or(true),
+            agents_file: l.agents_file.unwrap_or_else(|| PathBuf::from("AGENTS.md")),
+            auto_export: l.auto_export.unwrap_or(false),
+            cross_project: l.cross_project.unwrap_or(true),
+            curate_after_turns: l.curate_after_turns.unwrap_or(10).max(1),
+            consolidate_at: l.consolidate_at.unwrap_or(25).max(2),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod facts;
 pub mod frontmatter;
 pub mod hash;
 pub mod journal;
+pub mod knowledge;
 pub mod logging;
 pub mod lsp;
 pub mod markdown;

@@ -157,6 +157,32 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// What a long-term knowledge entry is.
+    KnowledgeKind {
+        /// How things are done here (a convention, an idiom).
+        Pattern = "pattern",
+        /// A choice that was made, and why.
+        Decision = "decision",
+        /// A trap: what breaks, and how to avoid it.
+        Gotcha = "gotcha",
+        Fact = "fact",
+    }
+}
+
+vocabulary! {
+    /// Who wrote a long-term knowledge entry.
+    KnowledgeSource {
+        User = "user",
+        /// Extracted by the curator from a session.
+        Curator = "curator",
+        /// Read back from the managed section of the agents file, where a person wrote it.
+        Import = "import",
+        /// The curator's merge of several entries.
+        Consolidation = "consolidation",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,7 +211,14 @@ mod tests {
                 }
             )*};
         }
-        serde_matches!(Tier, FactScope, Sensitivity, FactSource);
+        serde_matches!(
+            Tier,
+            FactScope,
+            Sensitivity,
+            FactSource,
+            KnowledgeKind,
+            KnowledgeSource
+        );
         assert_eq!(PartKind::parse("hologram"), None);
     }
 }

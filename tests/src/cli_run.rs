@@ -29,6 +29,16 @@ pub fn setup(llm: &FakeLlm, format: &str, extra: &str) -> TestEnv {
     env
 }
 
+/// Points the workspace's user configuration at another fake-llm (OpenAI format), as for
+/// the isolated calls of a dream or a curation after the session's own turns; `extra` is
+/// more of the configuration.
+pub fn point_at(env: &TestEnv, llm: &FakeLlm, extra: &str) {
+    env.write_user_config(&format!(
+        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n{extra}",
+        llm.url
+    ));
+}
+
 pub struct Run {
     pub code: i32,
     pub lines: Vec<Value>,

@@ -8,24 +8,30 @@ use serde_json::Value;
 
 use crate::process::TestEnv;
 
-/// `agent-lsp memory ARGS --cwd CWD --json` (with `$FAKE_KEY` set, for a dream's model):
-/// the exit code, the JSON printed (`null` if none) and stderr.
-pub fn memory_in(env: &TestEnv, cwd: &Path, args: &[&str]) -> (i32, Value, String) {
+/// `agent-lsp ARGS --cwd CWD --json` (with `$FAKE_KEY` set, for the model of a dream or a
+/// curation): the exit code, the JSON printed (`null` if none) and stderr.
+pub fn json_command_in(env: &TestEnv, cwd: &Path, args: &[&str]) -> (i32, Value, String) {
     let out = env
-        .command(&["memory"])
-        .args(args)
+        .command(args)
         .arg("--cwd")
         .arg(cwd)
         .arg("--json")
         .env("FAKE_KEY", "k")
         .stdin(std::process::Stdio::null())
         .output()
-        .expect("run agent-lsp memory");
+        .expect("run agent-lsp");
     (
         out.status.code().unwrap_or(-1),
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
         String::from_utf8_lossy(&out.stderr).into(),
     )
+}
+
+/// `agent-lsp memory ARGS --cwd CWD --json`.
+pub fn memory_in(env: &TestEnv, cwd: &Path, args: &[&str]) -> (i32, Value, String) {
+    let mut all = vec!["memory"];
+    all.extend(args);
+    json_command_in(env, cwd, &all)
 }
 
 /// [`memory_in`] folder `cwd`, which must succeed: its JSON.

@@ -30,6 +30,7 @@ const AGENT_METHODS: &[&str] = &[
     "agent/memory/update",
     "agent/memory/forget",
     "agent/journal/search",
+    "agent/knowledge/export",
 ];
 
 async fn served(client: &LspClient, after: &str) {
@@ -153,7 +154,8 @@ async fn wrong_parameter_types_for_every_agent_method_get_invalid_params() {
                         "agent/config",
                         "agent/sessions",
                         "agent/state",
-                        "agent/memory/list"
+                        "agent/memory/list",
+                        "agent/knowledge/export"
                     ]
                     .contains(method),
                     "{method} accepted {params}"

@@ -7,19 +7,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agent_lsp_tests::cli_run::{run, setup};
+use agent_lsp_tests::cli_run::{point_at, run, setup};
 use agent_lsp_tests::memory::ok_in as ok;
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
 
 const DREAMER: &str = "pick out what is worth remembering";
-
-fn point_at(env: &TestEnv, llm: &FakeLlm) {
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-        llm.url
-    ));
-}
 
 fn facts(env: &TestEnv, cwd: &Path) -> Vec<Value> {
     ok(env, cwd, &["list"])["facts"].as_array().unwrap().clone()
@@ -86,7 +79,7 @@ fn a_dream_writes_new_facts_with_provenance_skips_known_ones_and_flags_contradic
         ]))]}),
         "openai",
     );
-    point_at(&env, &dream);
+    point_at(&env, &dream, "");
     let out = ok(&env, &ws, &["dream"]);
     let report = &out["sessions"][0]["report"];
     assert_eq!(out["sessions"][0]["sessionId"], sid.as_str());
@@ -180,7 +173,7 @@ fn a_conflict_is_resolved_by_an_update_and_a_dream_cannot_flag_another_projects_
         ]))]}),
         "openai",
     );
-    point_at(&env, &dream);
+    point_at(&env, &dream, "");
     ok(&env, &ws, &["dream"]);
     assert!(
         !dream.requests()[0].body.to_string().contains(&theirs),
@@ -228,7 +221,7 @@ fn a_dream_cut_off_before_the_answer_is_resumed_and_writes_each_fact_once() {
         &json!({"turns": [{"fault": {"delay_ms": 60_000}}]}),
         "openai",
     );
-    point_at(&env, &slow);
+    point_at(&env, &slow, "");
     let mut child = env
         .command(&["memory", "dream", "--cwd", ws.to_str().unwrap(), "--json"])
         .env("FAKE_KEY", "k")
@@ -258,7 +251,7 @@ fn a_dream_cut_off_before_the_answer_is_resumed_and_writes_each_fact_once() {
         ]))]}),
         "openai",
     );
-    point_at(&env, &answer);
+    point_at(&env, &answer, "");
     let out = ok(&env, &ws, &["dream"]);
     let report = &out["sessions"][0]["report"];
     assert_eq!(
@@ -344,7 +337,7 @@ fn a_dream_cut_off_after_the_answer_writes_only_what_it_had_not_written() {
     }
     // No model call is needed to finish it: a script with no turns answers nothing.
     let none = FakeLlm::start(&json!({"turns": []}), "openai");
-    point_at(&env, &none);
+    point_at(&env, &none, "");
     let out = ok(&env, &ws, &["dream"]);
     let report = &out["sessions"][0]["report"];
     assert_eq!(report["resumed"], 1, "{out:#}");
@@ -368,7 +361,7 @@ fn an_unreadable_answer_ends_the_dream_with_its_error_and_a_bad_model_loses_noth
         ]}),
         "openai",
     );
-    point_at(&env, &garbage);
+    point_at(&env, &garbage, "");
     let out = ok(&env, &ws, &["dream"]);
     let dream = &out["sessions"][0]["report"]["dreams"][0];
     assert_eq!(dream["state"], "completed");
@@ -403,7 +396,8 @@ async fn the_language_server_dreams_when_a_session_goes_quiet_and_the_editor_lis
     let config = std::fs::read_to_string(dir.join("config.toml")).unwrap();
     std::fs::write(
         dir.join("config.toml"),
-        format!("{config}dream_idle_seconds = 1\n"),
+        // (The curator's calls after a pause are tests/knowledge.rs's.)
+        format!("{config}dream_idle_seconds = 1\n[knowledge]\nenabled = false\n"),
     )
     .unwrap();
     let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
@@ -454,7 +448,7 @@ fn a_local_only_fact_the_model_wrote_in_the_session_is_not_in_the_dream() {
     let one = run(&env, &["--yes", "note my admin password privately"]);
     assert_eq!(one.code, 0, "{}", one.stderr);
     let dream = FakeLlm::start(&json!({"turns": [dream_turn(json!([]))]}), "openai");
-    point_at(&env, &dream);
+    point_at(&env, &dream, "");
     ok(&env, &ws, &["dream"]);
     let requests = dream.requests();
     assert_eq!(requests.len(), 1);

@@ -239,6 +239,12 @@ Thursdays, after standup
         .request(&client, "agent/journal/search", json!({"query": "release"}))
         .await;
     assert_eq!(found["hits"][0]["title"], "Release day", "{found}");
+    // Long-term knowledge into the agents file (created, as there is none).
+    let exported = protocol
+        .request(&client, "agent/knowledge/export", json!({}))
+        .await;
+    assert_eq!(exported["written"], true, "{exported}");
+    assert!(env.workspace().join("AGENTS.md").is_file());
     // Distil now: the result and the history carry the distillations.
     let distilled = protocol
         .request(&client, "agent/compact", session.clone())

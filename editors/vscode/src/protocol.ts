@@ -147,6 +147,10 @@ result: SessionHistory
 params: JournalSearchParams
 result: JournalSearchResult
 }
+"agent/knowledge/export": {
+params: NoParams
+result: KnowledgeExportResult
+}
 "agent/memory/forget": {
 params: FactParams
 result: Empty
@@ -463,6 +467,29 @@ score: number
 snippet: string
 tags: string[]
 title: string
+}
+/**
+ * What an export did.
+ */
+export interface KnowledgeExportResult {
+/**
+ * The entries in its section now.
+ */
+entries: number
+/**
+ * The agents file (absolute).
+ */
+file: string
+forgotten: number
+/**
+ * Read back from the section first: lines a person added, changed, deleted.
+ */
+imported: number
+updated: number
+/**
+ * Whether the file changed (an export with nothing new leaves it as it was).
+ */
+written: boolean
 }
 export interface FactParams {
 id: string

@@ -151,6 +151,9 @@ impl Agent {
             events.push(note(json!({"text": text, "record": new_record})));
         }
         events.push(note(state));
+        if let Some(data) = self.knowledge_note(sid)? {
+            events.push(note(data));
+        }
         if let Some((text, ids)) = facts {
             events.push(note(json!({"text": text, "facts": ids})));
             self.with_store(|s| s.append(None, &Event::FactsSurfaced { fact_ids: ids }))?;

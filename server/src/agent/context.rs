@@ -108,6 +108,8 @@ pub struct StepRequest {
 pub struct Shares {
     pub input: u32,
     pub raw: usize,
+    /// Long-term knowledge's share: the baseline and the knowledge note.
+    pub knowledge: usize,
 }
 
 pub fn shares(agent: &Agent) -> Shares {
@@ -118,6 +120,7 @@ pub fn shares(agent: &Agent) -> Shares {
     Shares {
         input: (window - reserve).max(0.0) as u32,
         raw: (budget.raw * window) as usize,
+        knowledge: (budget.knowledge * window) as usize,
     }
 }
 

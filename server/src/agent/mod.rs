@@ -15,10 +15,12 @@ mod admit;
 mod answer;
 pub mod baseline;
 mod context;
+pub mod curate;
 pub mod distill;
 pub mod dream;
 pub mod error;
 mod journal;
+pub mod knowledge;
 pub mod prompts;
 pub mod revert;
 mod session_state;
@@ -84,6 +86,8 @@ pub struct Agent {
     distilling: SessionLocks,
     /// One dream at a time per session (see `dream.rs`).
     dreaming: SessionLocks,
+    /// One curation at a time per session, one consolidation per project (see `curate.rs`).
+    curating: SessionLocks,
     /// The memory facts' rerank, when an embeddings model is configured (its cache lives as
     /// long as the agent).
     embedder: Option<Arc<crate::provider::embeddings::Embedder>>,
@@ -116,6 +120,7 @@ impl Agent {
             repo: Arc::default(),
             distilling: Mutex::default(),
             dreaming: Mutex::default(),
+            curating: Mutex::default(),
             embedder: crate::provider::embeddings::Embedder::from_config(&config).map(Arc::new),
             config,
         }

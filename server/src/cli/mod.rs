@@ -2,6 +2,7 @@
 
 mod doctor;
 mod journal;
+mod knowledge;
 mod memory;
 mod run;
 mod session;
@@ -51,6 +52,13 @@ pub enum Command {
     Journal {
         #[command(subcommand)]
         command: journal::JournalCommand,
+        #[command(flatten)]
+        place: memory::Place,
+    },
+    /// Long-term knowledge: list, add, forget, curate, export to the agents file (AGENTS.md).
+    Knowledge {
+        #[command(subcommand)]
+        command: knowledge::KnowledgeCommand,
         #[command(flatten)]
         place: memory::Place,
     },
@@ -152,6 +160,7 @@ pub async fn run(command: Command) -> i32 {
         Command::Snapshot(cmd) => session::snapshot(cmd),
         Command::Memory { command, place } => memory::run(command, place).await,
         Command::Journal { command, place } => journal::run(command, place).await,
+        Command::Knowledge { command, place } => knowledge::run(command, place).await,
     };
     match result {
         Ok(code) => code,

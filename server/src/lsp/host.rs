@@ -192,28 +192,43 @@ impl AgentHost {
                 Ok(None) => {}
                 Err(e) => tracing::warn!(session = %sid, "distillation after the turn: {e}"),
             }
-            host.dream_when_due(&agent, &sid).await;
+            host.upkeep_when_due(&agent, &sid).await;
         });
     }
 
-    /// After a turn: a dream if enough prompts came since the last one; then, once the
-    /// session has stayed quiet for `dream_idle_seconds`, a dream of what is left.
-    async fn dream_when_due(&self, agent: &Agent, sid: &str) {
-        if let Err(e) = agent.dream_due(sid, false).await {
-            tracing::warn!(session = %sid, "dream after the turn: {e}");
-        }
+    /// After a turn: a dream and a curation if enough prompts came since the last ones;
+    /// then, once the session has stayed quiet for `dream_idle_seconds`, both of what is
+    /// left.
+    async fn upkeep_when_due(&self, agent: &Agent, sid: &str) {
+        self.upkeep(agent, sid, false).await;
         let config = agent.config();
-        if !config.dream || !agent.has_provider() {
+        if !(config.dream || config.knowledge.enabled) || !agent.has_provider() {
             return;
         }
         let pause = std::time::Duration::from_secs(config.dream_idle_seconds);
         tokio::time::sleep(pause).await;
-        // A turn that started meanwhile schedules its own dream when it ends.
+        // A turn that started meanwhile schedules its own upkeep when it ends.
         if self.is_running(sid) {
             return;
         }
-        if let Err(e) = agent.dream_due(sid, true).await {
-            tracing::warn!(session = %sid, "dream after a pause: {e}");
+        self.upkeep(agent, sid, true).await;
+    }
+
+    async fn upkeep(&self, agent: &Agent, sid: &str, idle: bool) {
+        let when = if idle {
+            "after a pause"
+        } else {
+            "after the turn"
+        };
+        if let Err(e) = agent.dream_due(sid, idle).await {
+            tracing::warn!(session = %sid, "dream {when}: {e}");
+        }
+        match agent.curate_due(sid, idle).await {
+            Ok(Some(r)) => {
+                tracing::info!(session = %sid, added = r.added, merged = r.merged, "curated {when}")
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(session = %sid, "curation {when}: {e}"),
         }
     }
 

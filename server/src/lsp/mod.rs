@@ -19,9 +19,9 @@ use tower_lsp_server::ls_types::request::Request as _;
 use tower_lsp_server::{LspService, Server};
 
 use protocol::{
-    Cancel, Compact, DocumentText, GetConfig, GetState, History, JournalSearch, MemoryForget,
-    MemoryList, MemoryUpdate, MemoryWhy, Prompt, Redo, Revert, Search, Sessions, SetMode, Undo,
-    Unrevert,
+    Cancel, Compact, DocumentText, GetConfig, GetState, History, JournalSearch, KnowledgeExport,
+    MemoryForget, MemoryList, MemoryUpdate, MemoryWhy, Prompt, Redo, Revert, Search, Sessions,
+    SetMode, Undo, Unrevert,
 };
 
 pub use server::Backend;
@@ -44,6 +44,7 @@ where
         .custom_method(MemoryUpdate::METHOD, Backend::memory_update)
         .custom_method(MemoryForget::METHOD, Backend::memory_forget)
         .custom_method(JournalSearch::METHOD, Backend::journal_search)
+        .custom_method(KnowledgeExport::METHOD, Backend::knowledge_export)
         .custom_method(Prompt::METHOD, Backend::prompt)
         .custom_method(Cancel::METHOD, Backend::cancel)
         .custom_method(Sessions::METHOD, Backend::sessions)

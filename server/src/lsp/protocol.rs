@@ -84,6 +84,10 @@ request!(
     /// Searches the user's journal (by text, and by meaning with an embeddings model).
     JournalSearch, "agent/journal/search", JournalSearchParams => JournalSearchResult);
 request!(
+    /// Writes the project's long-term knowledge into its agents file's managed section
+    /// (after reading back what a person changed there).
+    KnowledgeExport, "agent/knowledge/export", NoParams => KnowledgeExportResult);
+request!(
     /// The server's copy of an open buffer.
     DocumentText, "agent/documentText", DocumentTextParams => DocumentTextResult);
 
@@ -232,6 +236,35 @@ pub struct JournalSearchResult {
     pub hits: Vec<JournalHit>,
     /// `off` (no embeddings model), `on`, or why meaning could not be used this time.
     pub semantic: String,
+}
+
+/// What an export did.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KnowledgeExportResult {
+    /// The agents file (absolute).
+    pub file: String,
+    /// Whether the file changed (an export with nothing new leaves it as it was).
+    pub written: bool,
+    /// The entries in its section now.
+    pub entries: usize,
+    /// Read back from the section first: lines a person added, changed, deleted.
+    pub imported: usize,
+    pub updated: usize,
+    pub forgotten: usize,
+}
+
+impl From<crate::agent::knowledge::ExportReport> for KnowledgeExportResult {
+    fn from(r: crate::agent::knowledge::ExportReport) -> Self {
+        Self {
+            file: r.file.display().to_string(),
+            written: r.written,
+            entries: r.entries,
+            imported: r.imported,
+            updated: r.updated,
+            forgotten: r.forgotten,
+        }
+    }
 }
 
 /// A journal entry that matched, with where its file is.
@@ -943,6 +976,7 @@ pub fn methods(g: &mut SchemaGenerator) -> Vec<MethodSchema> {
         request_schema::<MemoryUpdate>(g, ClientToServer),
         request_schema::<MemoryForget>(g, ClientToServer),
         request_schema::<JournalSearch>(g, ClientToServer),
+        request_schema::<KnowledgeExport>(g, ClientToServer),
         request_schema::<DocumentText>(g, ClientToServer),
         notification_schema::<AgentUpdate>(g, ServerToClient),
         request_schema::<RequestPermission>(g, ServerToClient),
@@ -1272,7 +1306,7 @@ mod tests {
     fn every_method_has_one_entry() {
         let s = schema();
         let methods = s["methods"].as_object().unwrap();
-        assert_eq!(methods.len(), 22);
+        assert_eq!(methods.len(), 23);
         assert!(methods.keys().all(|m| m.starts_with("agent/")));
         assert!(methods["agent/update"].get("result").is_none());
     }

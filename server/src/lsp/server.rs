@@ -361,6 +361,17 @@ impl Backend {
         Ok(found.into())
     }
 
+    /// `agent/knowledge/export`: the project's knowledge into its agents file.
+    pub async fn knowledge_export(&self, _: NoParams) -> Result<wire::KnowledgeExportResult> {
+        let (root, config) = self.workspace()?;
+        let agent = self
+            .host()
+            .agent(&config, &root)
+            .map_err(super::error::to_rpc)?;
+        let report = agent.knowledge_export().map_err(super::error::to_rpc)?;
+        Ok(report.into())
+    }
+
     /// `agent/state`: the workspace's session state file.
     pub async fn session_state(&self, _: NoParams) -> Result<wire::StateResult> {
         let (root, config) = self.workspace()?;

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::status::{
-    FactScope, FactSource, PartKind, PartStatus, Sensitivity, SessionStatus, Tier,
+    FactScope, FactSource, KnowledgeKind, KnowledgeSource, PartKind, PartStatus, Sensitivity,
+    SessionStatus, Tier,
 };
 
 /// One todo item as the model writes it.
@@ -233,6 +234,61 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A long-term knowledge entry was written; `project` is `None` for one that holds in
+    /// every project. The same text (up to case and spacing) in the same place is not added
+    /// twice. A consolidation's entry `replaces` the entries it merges (they leave the store's
+    /// reach, never its log).
+    KnowledgeAdded {
+        entry_id: String,
+        kind: KnowledgeKind,
+        content: String,
+        #[serde(default)]
+        project: Option<String>,
+        source: KnowledgeSource,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        message_ids: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        curation_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        replaces: Vec<String>,
+    },
+    /// An entry's text (and kind) changed: by the user, or in the agents file.
+    KnowledgeUpdated {
+        entry_id: String,
+        content: String,
+        kind: KnowledgeKind,
+    },
+    KnowledgeForgotten {
+        entry_id: String,
+    },
+    /// A curation is over: it read the session's messages `from_message_id..=to_message_id`
+    /// (an extraction) or merged the project's entries (a consolidation). Written in one
+    /// batch with the entries it added, so a curation cut off short has added nothing and
+    /// is simply done again.
+    KnowledgeCurated {
+        curation_id: String,
+        project: String,
+        consolidation: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_message_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_message_id: Option<String>,
+        #[serde(default)]
+        added: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The project's entries were written into its agents file (the ids in its managed
+    /// section: one a person deletes there is forgotten on the next export).
+    KnowledgeExported {
+        project: String,
+        file: String,
+        entry_ids: Vec<String>,
+    },
     /// The agent wrote a memory block (`scope` is `global` or `project`); the file is the
     /// block's home, this is its provenance.
     MemoryWritten {
@@ -255,6 +311,11 @@ impl Event {
                 | Self::FactForgotten { .. }
                 | Self::FactFeedback { .. }
                 | Self::FactsSurfaced { .. }
+                | Self::KnowledgeAdded { .. }
+                | Self::KnowledgeUpdated { .. }
+                | Self::KnowledgeForgotten { .. }
+                | Self::KnowledgeCurated { .. }
+                | Self::KnowledgeExported { .. }
         )
     }
 
@@ -283,6 +344,11 @@ impl Event {
             Self::DreamStarted { .. } => "dream_started",
             Self::DreamExtracted { .. } => "dream_extracted",
             Self::DreamCompleted { .. } => "dream_completed",
+            Self::KnowledgeAdded { .. } => "knowledge_added",
+            Self::KnowledgeUpdated { .. } => "knowledge_updated",
+            Self::KnowledgeForgotten { .. } => "knowledge_forgotten",
+            Self::KnowledgeCurated { .. } => "knowledge_curated",
+            Self::KnowledgeExported { .. } => "knowledge_exported",
             Self::PermissionGranted { .. } => "permission_granted",
             Self::PermissionRevoked { .. } => "permission_revoked",
             Self::ContextEpochStarted { .. } => "context_epoch_started",

@@ -9,6 +9,7 @@
 pub mod event;
 pub mod facts;
 mod journal;
+mod knowledge;
 mod projection;
 mod schema;
 mod search;
@@ -25,6 +26,7 @@ pub use facts::{Dream, Fact};
 
 use crate::status::{PartKind, PartStatus};
 pub use journal::{IndexedEntry, JournalTextHit};
+pub use knowledge::{Curation, KnowledgeEntry};
 pub use search::{Hit, Scope, identifier_words};
 
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,9 @@ use crate::status::{PartKind, PartStatus};
 
 /// Projection tables, in the order they are cleared on rebuild.
 pub const TABLES: &[&str] = &[
+    "knowledge_export",
+    "curation",
+    "knowledge",
     "dream",
     "fact_irrelevant",
     "fact",
@@ -433,6 +436,102 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
                 "UPDATE fact SET irrelevant = irrelevant + 1 WHERE id = ?1 AND ?2 = ?2"
             };
             tx.execute(sql, params![fact_id, at])?;
+        }
+        Event::KnowledgeAdded {
+            entry_id,
+            kind,
+            content,
+            project,
+            source,
+            session_id,
+            message_ids,
+            curation_id,
+            replaces,
+        } => {
+            let norm = crate::facts::normalize(content);
+            let known: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM knowledge WHERE project IS ?1 AND norm = ?2 AND forgotten = 0
+                       AND replaced_by IS NULL
+                       AND id NOT IN (SELECT value FROM json_each(?3))",
+                    params![
+                        project,
+                        norm,
+                        serde_json::to_string(replaces).unwrap_or_default()
+                    ],
+                    |r| r.get(0),
+                )
+                .ok();
+            // (A merge may say what one of the entries it replaces says.)
+            if known.is_none() {
+                let ids = serde_json::to_string(message_ids).unwrap_or_else(|_| "[]".into());
+                let merged = serde_json::to_string(replaces).unwrap_or_else(|_| "[]".into());
+                let added = tx.execute(
+                    "INSERT OR IGNORE INTO knowledge (id, kind, content, norm, project, source, session_id,
+                         message_ids, curation_id, replaces, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
+                    params![entry_id, kind, content, norm, project, source, session_id, ids,
+                            curation_id, merged, at],
+                )?;
+                // Only entries of the same place merge (a consolidation in one project can
+                // never retire another's, or a global one).
+                if added == 1 {
+                    for id in replaces {
+                        tx.execute(
+                            "UPDATE knowledge SET replaced_by = ?2, updated_at = ?3
+                             WHERE id = ?1 AND project IS ?4 AND replaced_by IS NULL",
+                            params![id, entry_id, at, project],
+                        )?;
+                    }
+                }
+            }
+        }
+        Event::KnowledgeUpdated {
+            entry_id,
+            content,
+            kind,
+        } => {
+            tx.execute(
+                "UPDATE knowledge SET content = ?2, norm = ?3, kind = ?4, updated_at = ?5 WHERE id = ?1",
+                params![entry_id, content, crate::facts::normalize(content), kind, at],
+            )?;
+        }
+        Event::KnowledgeForgotten { entry_id } => {
+            tx.execute(
+                "UPDATE knowledge SET forgotten = 1, updated_at = ?2 WHERE id = ?1",
+                params![entry_id, at],
+            )?;
+        }
+        Event::KnowledgeCurated {
+            curation_id,
+            project,
+            consolidation,
+            session_id,
+            from_message_id,
+            to_message_id,
+            added,
+            error,
+        } => {
+            let added = serde_json::to_string(added).unwrap_or_else(|_| "[]".into());
+            tx.execute(
+                "INSERT OR IGNORE INTO curation (id, project, consolidation, session_id, from_message_id,
+                     to_message_id, added, error, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![curation_id, project, consolidation, session_id, from_message_id,
+                        to_message_id, added, error, at],
+            )?;
+        }
+        Event::KnowledgeExported {
+            project,
+            file,
+            entry_ids,
+        } => {
+            let ids = serde_json::to_string(entry_ids).unwrap_or_else(|_| "[]".into());
+            tx.execute(
+                "INSERT OR REPLACE INTO knowledge_export (project, file, entry_ids, at)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![project, file, ids, at],
+            )?;
         }
         // Memory lives in its files; the event is the record of who wrote what.
         Event::MemoryWritten { .. } => {}

@@ -171,6 +171,44 @@ const MIGRATIONS: &[&str] = &[
          title, body, words, path UNINDEXED,
          tokenize = 'porter unicode61'
      );",
+    // 9: long-term knowledge (a projection of the `knowledge_*` events): the entries, the
+    // curations (extractions and consolidations), and what each agents file last got.
+    "CREATE TABLE knowledge (
+         id           TEXT PRIMARY KEY,
+         kind         TEXT NOT NULL,
+         content      TEXT NOT NULL,
+         norm         TEXT NOT NULL,
+         project      TEXT,
+         source       TEXT NOT NULL,
+         session_id   TEXT,
+         message_ids  TEXT NOT NULL DEFAULT '[]',
+         curation_id  TEXT,
+         replaces     TEXT NOT NULL DEFAULT '[]',
+         replaced_by  TEXT,
+         forgotten    INTEGER NOT NULL DEFAULT 0,
+         created_at   INTEGER NOT NULL,
+         updated_at   INTEGER NOT NULL
+     );
+     CREATE INDEX knowledge_place ON knowledge (project, norm);
+     CREATE TABLE curation (
+         id              TEXT PRIMARY KEY,
+         project         TEXT NOT NULL,
+         consolidation   INTEGER NOT NULL,
+         session_id      TEXT,
+         from_message_id TEXT,
+         to_message_id   TEXT,
+         added           TEXT NOT NULL,
+         error           TEXT,
+         at              INTEGER NOT NULL
+     );
+     CREATE INDEX curation_session ON curation (session_id, at);
+     CREATE TABLE knowledge_export (
+         project   TEXT NOT NULL,
+         file      TEXT NOT NULL,
+         entry_ids TEXT NOT NULL,
+         at        INTEGER NOT NULL,
+         PRIMARY KEY (project, file)
+     );",
 ];
 
 /// The migration that created the recall index.

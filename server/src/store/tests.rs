@@ -256,6 +256,46 @@ fn any_event() -> impl Strategy<Value = (Option<String>, Event)> {
             outcomes: Vec::new(),
             error: None,
         }),
+        (
+            id(),
+            prop_oneof![Just("same entry"), Just("Same  entry."), Just("another")],
+            any::<bool>(),
+            proptest::collection::vec(id(), 0..2)
+        )
+            .prop_map(|(k, t, global, replaces)| Event::KnowledgeAdded {
+                entry_id: format!("k{k}"),
+                kind: crate::status::KnowledgeKind::Gotcha,
+                content: t.into(),
+                project: (!global).then(|| "proj".into()),
+                source: crate::status::KnowledgeSource::Curator,
+                session_id: Some("s1".into()),
+                message_ids: Vec::new(),
+                curation_id: None,
+                replaces: replaces.into_iter().map(|r| format!("k{r}")).collect(),
+            }),
+        (id(), text).prop_map(|(k, t)| Event::KnowledgeUpdated {
+            entry_id: format!("k{k}"),
+            content: t,
+            kind: crate::status::KnowledgeKind::Fact,
+        }),
+        id().prop_map(|k| Event::KnowledgeForgotten {
+            entry_id: format!("k{k}")
+        }),
+        (id(), any::<bool>()).prop_map(|(c, consolidation)| Event::KnowledgeCurated {
+            curation_id: format!("c{c}"),
+            project: "proj".into(),
+            consolidation,
+            session_id: Some("s1".into()),
+            from_message_id: None,
+            to_message_id: None,
+            added: vec![format!("k{c}")],
+            error: None,
+        }),
+        proptest::collection::vec(id(), 0..3).prop_map(|ids| Event::KnowledgeExported {
+            project: "proj".into(),
+            file: "AGENTS.md".into(),
+            entry_ids: ids.into_iter().map(|k| format!("k{k}")).collect(),
+        }),
         id().prop_map(|f| Event::FactForgotten {
             fact_id: format!("f{f}")
         }),
