@@ -120,3 +120,26 @@ fn agent_journal_searches_and_opens_an_entry_in_headless_neovim() {
     .unwrap();
     headless(&env, &file, "tests/journal.lua");
 }
+
+#[test]
+fn agent_knowledge_export_writes_agents_md_and_reads_a_line_back_in_headless_neovim() {
+    let llm = FakeLlm::start(&json!({"turns": []}), "openai");
+    let env = TestEnv::new();
+    let file = env.answer_workspace(&llm);
+    let (code, _, err) = env.run(&[
+        "knowledge",
+        "add",
+        "Deploys go out on Thursdays",
+        "--kind",
+        "decision",
+        "--cwd",
+        env.workspace().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    headless(&env, &file, "tests/knowledge.lua");
+    let text = std::fs::read_to_string(env.workspace().join("AGENTS.md")).unwrap();
+    assert!(
+        text.contains("- Staging resets at midnight <!-- k:"),
+        "{text}"
+    );
+}

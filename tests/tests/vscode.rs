@@ -1,7 +1,7 @@
 //! The VS Code extension (editors/vscode) in a real VS Code: code-server with the packaged
 //! .vsix, driven by playwright-core in Chromium (editors/vscode/test/e2e.mjs), against the
 //! real server and fake-llm: chat, approvals, edits, revert, the Memory view on seeded
-//! facts, and the journal's search. The script's exit code is the verdict.
+//! facts, the journal's search and the knowledge export. The script's exit code is the verdict.
 //!
 //! Needs what `scripts/test` prepares: `editors/vscode/agent-lsp.vsix` (npm run package) and
 //! code-server with playwright-core in `~/.cache/agent-lsp/vscode-e2e`
@@ -57,6 +57,16 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
         "---\ntitle: Release day\ncreated: 2026-11-20T09:00:00Z\ntags: [ops]\n---\nThursdays, after standup\n",
     )
     .unwrap();
+    let (code, _, err) = env.run(&[
+        "knowledge",
+        "add",
+        "Deploys go out on Thursdays",
+        "--kind",
+        "decision",
+        "--cwd",
+        env.workspace().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
     let artifacts = repo_root().join("target/test-artifacts/vscode");
     let _ = std::fs::remove_file(artifacts.join("chat.png"));
 

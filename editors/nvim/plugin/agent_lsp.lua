@@ -42,6 +42,10 @@ command("AgentJournal", function(opts)
   require("agent_lsp.journal").search(opts.args)
 end, { nargs = "*", desc = "Search the journal and open an entry" })
 
+command("AgentKnowledgeExport", function()
+  require("agent_lsp.knowledge").export()
+end, { desc = "Write the project's long-term knowledge into AGENTS.md and open it" })
+
 command("AgentSessions", function()
   agent().sessions()
 end, { desc = "Pick a session to resume" })

@@ -28,6 +28,7 @@ import {
 } from "./model";
 import { ChatView } from "./chatView";
 import { MemoryView } from "./memoryView";
+import { exportSummary } from "./knowledge";
 import { journalItem } from "./memory";
 import type {
   Method,
@@ -351,6 +352,18 @@ export class Agent {
     }
   }
 
+  /** "Agent: Export Knowledge to AGENTS.md": the project's entries into its agents file,
+   * which then opens (VS Code reloads an open, unmodified editor of it by itself). */
+  async exportKnowledge() {
+    try {
+      const r = await this.request("agent/knowledge/export", {});
+      vscode.window.showInformationMessage(exportSummary(r));
+      await vscode.window.showTextDocument(vscode.Uri.file(r.file));
+    } catch (e: any) {
+      vscode.window.showErrorMessage(`agent-lsp: ${e?.message ?? e}`);
+    }
+  }
+
   async pickSession() {
     const list = await this.request("agent/sessions", {});
     const pick = await vscode.window.showQuickPick(
@@ -377,6 +390,7 @@ export async function activate(context: vscode.ExtensionContext) {
   command("agent-lsp.setMode", (mode?: string) => a.setMode(mode));
   command("agent-lsp.sessions", () => a.pickSession());
   command("agent-lsp.journal", () => a.searchJournal());
+  command("agent-lsp.exportKnowledge", () => a.exportKnowledge());
   command("agent-lsp.showChat", () => vscode.commands.executeCommand("agent-lsp.chat.focus"));
   command("agent-lsp.showMemory", async () => {
     await vscode.commands.executeCommand("agent-lsp.memory.focus");

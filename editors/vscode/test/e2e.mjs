@@ -294,6 +294,13 @@ try {
   await page.locator(".monaco-editor .view-lines", { hasText: "Thursdays, after standup" }).first().waitFor();
   step("Agent: Search Journal… finds an entry and opens it");
 
+  // Long-term knowledge into AGENTS.md (tests/tests/vscode.rs added the entry).
+  await command("Agent: Export Knowledge to AGENTS.md");
+  await page.locator(".tab.active", { hasText: "AGENTS.md" }).waitFor();
+  await page.locator(".monaco-editor .view-lines", { hasText: "Deploys go out on Thursdays" }).first().waitFor();
+  await page.getByText("agent-lsp: AGENTS.md: 1 entry").first().waitFor();
+  step("Agent: Export Knowledge to AGENTS.md writes the section and opens the file");
+
   console.log("all passed");
   await finish(0);
 } catch (e) {

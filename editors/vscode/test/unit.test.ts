@@ -155,6 +155,7 @@ test("the state file's focus and phase come with state updates and outlive a ses
   assert.equal(s.entries.length, 0, "no chat entry");
 });
 
+import { exportSummary } from "../src/knowledge";
 import { explain, factRow, groups, journalItem, provenance, summary } from "../src/memory";
 import type { FactItem } from "../src/protocol";
 
@@ -254,5 +255,14 @@ test("a journal hit reads as a quick pick item", () => {
       matched: "text",
     }),
     { label: "Release day", description: "2026-11-20 · shop · #ops #release", detail: "«Thursdays», after standup" },
+  );
+});
+
+test("an export reads as one line: the file, its entries, what was read back", () => {
+  const r = { file: "/w/AGENTS.md", written: true, entries: 1, imported: 0, updated: 0, forgotten: 0 };
+  assert.equal(exportSummary(r), "agent-lsp: AGENTS.md: 1 entry");
+  assert.equal(
+    exportSummary({ ...r, file: "C:\\w\\CLAUDE.md", written: false, entries: 3, imported: 1, forgotten: 2 }),
+    "agent-lsp: CLAUDE.md: 3 entries, unchanged; read back 1 new, 2 deleted",
   );
 });
