@@ -569,6 +569,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The README's example configuration is one this version reads, key for key.
+    #[test]
+    fn the_readmes_example_parses() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("```toml\nprovider = ").expect("the example") + 8;
+        let end = start + readme[start..].find("```").unwrap();
+        let layer = ConfigLayer::from_toml(&readme[start..end]).unwrap();
+        let config = Config::from_layer(layer);
+        assert!(!config.journal);
+        assert_eq!(config.knowledge.agents_file, PathBuf::from("AGENTS.md"));
+        assert_eq!(config.knowledge.curate_after_turns, 10);
+    }
+
     #[test]
     fn later_layers_win_and_permissions_merge_per_key() {
         let mut layers = Layers::default();

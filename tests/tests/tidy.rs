@@ -104,7 +104,15 @@ fn lines_matching(dirs: &[&str], pattern: &str) -> Vec<String> {
 #[test]
 fn the_core_layers_have_typed_errors() {
     let found = lines_matching(
-        &["agent", "lsp", "store", "snapshot", "facts"],
+        &[
+            "agent",
+            "lsp",
+            "store",
+            "snapshot",
+            "facts",
+            "knowledge",
+            "journal",
+        ],
         r"Result<[^;{]*,\s*String>",
     );
     assert!(
