@@ -53,6 +53,20 @@ pub fn json_in(text: &str) -> Option<serde_json::Value> {
         })
 }
 
+/// The message ids a model's answer `item` cites by number in its `messages` list (from 1,
+/// as the transcript numbers them; unknown numbers dropped), each once, in id order.
+pub fn cited_messages(item: &serde_json::Value, messages: &[String]) -> Vec<String> {
+    item.get("messages")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_u64)
+        .filter_map(|n| messages.get((n as usize).checked_sub(1)?).cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -396,3 +396,25 @@ pub fn file_uri(path: &std::path::Path) -> String {
         .map(|u| u.as_str().to_string())
         .unwrap_or_default()
 }
+
+/// The server in `env`'s answer workspace pointed at `llm` (the user configuration extended
+/// by `extra_config`), initialized, with `prompt` sent: the client and the new session's id.
+pub async fn prompted(
+    env: &TestEnv,
+    llm: &crate::process::FakeLlm,
+    extra_config: &str,
+    prompt: &str,
+) -> (LspClient, String) {
+    env.answer_workspace(llm);
+    let file = env.config_home().join("agent-lsp/config.toml");
+    let config = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{config}{extra_config}")).unwrap();
+    let client = LspClient::spawn(env, &[("FAKE_KEY", "k")]);
+    client.initialize(initialize_params(&env.workspace())).await;
+    let started = client
+        .request("agent/prompt", serde_json::json!({ "text": prompt }))
+        .await
+        .unwrap();
+    let sid = started["sessionId"].as_str().unwrap().to_string();
+    (client, sid)
+}

@@ -111,3 +111,13 @@ pub fn assert_inspector_edits(env: &TestEnv) {
     assert!(!contents.contains(&"The project installs packages with npm"));
     assert!(after.iter().all(|f| f["conflicted"] == false), "{after:#?}");
 }
+
+/// Adds a long-term knowledge entry of `kind` to the test workspace from the command line.
+pub fn add_knowledge(env: &TestEnv, text: &str, kind: &str) {
+    let (code, _, err) = json_command_in(
+        env,
+        &env.workspace(),
+        &["knowledge", "add", text, "--kind", kind],
+    );
+    assert_eq!(code, 0, "{err}");
+}

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use agent_lsp_tests::cli_run::{point_at, run, setup};
+use agent_lsp_tests::lsp_client::prompted;
 use agent_lsp_tests::memory::json_command_in;
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
@@ -495,7 +496,6 @@ fn auto_export_writes_the_agents_file_after_a_curation_that_added_entries() {
 
 #[tokio::test]
 async fn the_language_server_curates_after_enough_turns_and_the_editor_exports() {
-    use agent_lsp_tests::lsp_client::{LspClient, initialize_params};
     let script = json!({
         "side": [curator_turn(json!([
             {"kind": "gotcha", "text": "The answer must stay 42", "messages": [1]}
@@ -504,21 +504,8 @@ async fn the_language_server_curates_after_enough_turns_and_the_editor_exports()
     });
     let llm = FakeLlm::start(&script, "openai");
     let env = TestEnv::new();
-    env.answer_workspace(&llm);
-    let dir = env.config_home().join("agent-lsp");
-    let config = std::fs::read_to_string(dir.join("config.toml")).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!("{config}dream = false\n[knowledge]\ncurate_after_turns = 1\n"),
-    )
-    .unwrap();
-    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
-    client.initialize(initialize_params(&env.workspace())).await;
-    let started = client
-        .request("agent/prompt", json!({"text": "the answer must stay 42"}))
-        .await
-        .unwrap();
-    let sid = started["sessionId"].as_str().unwrap().to_string();
+    let config = "dream = false\n[knowledge]\ncurate_after_turns = 1\n";
+    let (client, sid) = prompted(&env, &llm, config, "the answer must stay 42").await;
     let entry = client
         .wait_until("a curated entry", || {
             entries(&env)

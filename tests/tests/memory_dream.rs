@@ -381,7 +381,7 @@ fn an_unreadable_answer_ends_the_dream_with_its_error_and_a_bad_model_loses_noth
 
 #[tokio::test]
 async fn the_language_server_dreams_when_a_session_goes_quiet_and_the_editor_lists_the_facts() {
-    use agent_lsp_tests::lsp_client::{LspClient, initialize_params};
+    use agent_lsp_tests::lsp_client::prompted;
     let script = json!({
         "side": [{"expect": {"system_contains": DREAMER, "no_tools": true},
                   "reply": {"text": json!({"facts": [
@@ -391,22 +391,9 @@ async fn the_language_server_dreams_when_a_session_goes_quiet_and_the_editor_lis
     });
     let llm = FakeLlm::start(&script, "openai");
     let env = TestEnv::new();
-    env.answer_workspace(&llm);
-    let dir = env.config_home().join("agent-lsp");
-    let config = std::fs::read_to_string(dir.join("config.toml")).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        // (The curator's calls after a pause are tests/knowledge.rs's.)
-        format!("{config}dream_idle_seconds = 1\n[knowledge]\nenabled = false\n"),
-    )
-    .unwrap();
-    let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
-    client.initialize(initialize_params(&env.workspace())).await;
-    let started = client
-        .request("agent/prompt", json!({"text": "we ship with make ship"}))
-        .await
-        .unwrap();
-    let sid = started["sessionId"].as_str().unwrap().to_string();
+    // (The curator's calls after a pause are tests/knowledge.rs's.)
+    let config = "dream_idle_seconds = 1\n[knowledge]\nenabled = false\n";
+    let (client, sid) = prompted(&env, &llm, config, "we ship with make ship").await;
     let mut listed = Value::Null;
     for _ in 0..200 {
         listed = client

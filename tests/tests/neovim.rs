@@ -126,16 +126,7 @@ fn agent_knowledge_export_writes_agents_md_and_reads_a_line_back_in_headless_neo
     let llm = FakeLlm::start(&json!({"turns": []}), "openai");
     let env = TestEnv::new();
     let file = env.answer_workspace(&llm);
-    let (code, _, err) = env.run(&[
-        "knowledge",
-        "add",
-        "Deploys go out on Thursdays",
-        "--kind",
-        "decision",
-        "--cwd",
-        env.workspace().to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    agent_lsp_tests::memory::add_knowledge(&env, "Deploys go out on Thursdays", "decision");
     headless(&env, &file, "tests/knowledge.lua");
     let text = std::fs::read_to_string(env.workspace().join("AGENTS.md")).unwrap();
     assert!(

@@ -57,16 +57,7 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
         "---\ntitle: Release day\ncreated: 2026-11-20T09:00:00Z\ntags: [ops]\n---\nThursdays, after standup\n",
     )
     .unwrap();
-    let (code, _, err) = env.run(&[
-        "knowledge",
-        "add",
-        "Deploys go out on Thursdays",
-        "--kind",
-        "decision",
-        "--cwd",
-        env.workspace().to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    agent_lsp_tests::memory::add_knowledge(&env, "Deploys go out on Thursdays", "decision");
     let artifacts = repo_root().join("target/test-artifacts/vscode");
     let _ = std::fs::remove_file(artifacts.join("chat.png"));
 

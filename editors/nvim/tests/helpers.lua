@@ -34,6 +34,20 @@ function H.contains(haystack, needle, what)
   end
 end
 
+--- Loads the plugin, starts the real server ($AGENT_LSP_BIN) on the test file
+--- ($AGENT_LSP_TEST_FILE) and waits for the client to initialize; returns the plugin.
+function H.start()
+  vim.cmd("runtime plugin/agent_lsp.lua")
+  local agent = require("agent_lsp")
+  agent.setup({ cmd = { assert(os.getenv("AGENT_LSP_BIN")), "lsp" } })
+  vim.cmd.edit(vim.fn.fnameescape(assert(os.getenv("AGENT_LSP_TEST_FILE"))))
+  H.wait("the client to start", function()
+    local c = agent.client()
+    return c ~= nil and c.initialized
+  end)
+  return agent
+end
+
 --- Runs `body`, failing with its traceback if it throws.
 function H.run(body)
   local ok, err = xpcall(body, debug.traceback)

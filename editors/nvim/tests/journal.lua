@@ -4,14 +4,7 @@
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":h") .. "/helpers.lua")
 
 H.run(function()
-  vim.cmd("runtime plugin/agent_lsp.lua")
-  local agent = require("agent_lsp")
-  agent.setup({ cmd = { assert(os.getenv("AGENT_LSP_BIN")), "lsp" } })
-  vim.cmd.edit(vim.fn.fnameescape(assert(os.getenv("AGENT_LSP_TEST_FILE"))))
-  H.wait("the client to start", function()
-    local c = agent.client()
-    return c ~= nil and c.initialized
-  end)
+  H.start()
 
   local offered
   vim.ui.select = function(items, opts, on_choice)

@@ -107,15 +107,7 @@ fn candidate(item: &Value, messages: &[String]) -> Option<DreamCandidate> {
         ),
         _ => (Tier::Archival, None),
     };
-    let cited = item.get("messages").and_then(Value::as_array);
-    let message_ids = cited
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_u64)
-        .filter_map(|n| messages.get((n as usize).checked_sub(1)?).cloned())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let message_ids = crate::markdown::cited_messages(item, messages);
     Some(DreamCandidate {
         content,
         tier,

@@ -133,22 +133,9 @@ pub fn splice(original: &str, section: &str) -> Result<String, SectionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::KnowledgeSource;
 
     fn entry(id: &str, kind: KnowledgeKind, content: &str, at: i64) -> KnowledgeEntry {
-        KnowledgeEntry {
-            id: id.into(),
-            kind,
-            content: content.into(),
-            project: Some("p".into()),
-            source: KnowledgeSource::Curator,
-            session_id: None,
-            message_ids: Vec::new(),
-            curation_id: None,
-            replaces: Vec::new(),
-            created_at: at,
-            updated_at: at,
-        }
+        super::super::tests::entry(id, kind, content, Some("p"), at)
     }
 
     #[test]

@@ -309,16 +309,7 @@ pub fn parse_entries(answer: &str, messages: &[String]) -> Result<Vec<Candidate>
         .iter()
         .filter_map(|item| {
             let (content, kind) = text_and_kind(item)?;
-            let message_ids = item
-                .get("messages")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_u64)
-                .filter_map(|n| messages.get((n as usize).checked_sub(1)?).cloned())
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
+            let message_ids = crate::markdown::cited_messages(item, messages);
             Some(Candidate {
                 kind,
                 content,
@@ -421,7 +412,8 @@ pub fn note(entries: &[KnowledgeEntry], budget: usize) -> Option<(String, Vec<St
 mod tests {
     use super::*;
 
-    fn entry(
+    /// An entry for the tests here and in `agents_file.rs`.
+    pub(super) fn entry(
         id: &str,
         kind: KnowledgeKind,
         content: &str,
