@@ -121,3 +121,23 @@ pub fn add_knowledge(env: &TestEnv, text: &str, kind: &str) {
     );
     assert_eq!(code, 0, "{err}");
 }
+
+/// Writes the journal entry the editors' journal tests search for: "Release day"
+/// (2026-11-20, tag ops), "Thursdays, after standup".
+pub fn seed_journal(env: &TestEnv) {
+    let journal = env.config_home().join("agent-lsp/journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    std::fs::write(
+        journal.join("release-day.md"),
+        "---\ntitle: Release day\ncreated: 2026-11-20T09:00:00Z\ntags: [ops]\n---\nThursdays, after standup\n",
+    )
+    .unwrap();
+}
+
+/// The item of `items` (facts or knowledge entries, as listed) whose content is `content`.
+pub fn with_content<'a>(items: &'a [Value], content: &str) -> &'a Value {
+    items
+        .iter()
+        .find(|i| i["content"] == content)
+        .unwrap_or_else(|| panic!("nothing with content {content:?} in {items:#?}"))
+}

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use agent_lsp_tests::cli_run::{point_at, run, setup};
 use agent_lsp_tests::lsp_client::prompted;
-use agent_lsp_tests::memory::json_command_in;
+use agent_lsp_tests::memory::{json_command_in, with_content as with};
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
 
@@ -31,13 +31,6 @@ fn ok(env: &TestEnv, args: &[&str]) -> Value {
 
 fn entries(env: &TestEnv) -> Vec<Value> {
     ok(env, &["list"])["entries"].as_array().unwrap().clone()
-}
-
-fn with<'a>(entries: &'a [Value], content: &str) -> &'a Value {
-    entries
-        .iter()
-        .find(|e| e["content"] == content)
-        .unwrap_or_else(|| panic!("no entry {content:?} in {entries:#?}"))
 }
 
 /// A curator turn: the request must be the curator's, with no tools.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agent_lsp_tests::cli_run::{point_at, run, setup};
-use agent_lsp_tests::memory::ok_in as ok;
+use agent_lsp_tests::memory::{ok_in as ok, with_content as with};
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
 
@@ -16,13 +16,6 @@ const DREAMER: &str = "pick out what is worth remembering";
 
 fn facts(env: &TestEnv, cwd: &Path) -> Vec<Value> {
     ok(env, cwd, &["list"])["facts"].as_array().unwrap().clone()
-}
-
-fn with<'a>(facts: &'a [Value], content: &str) -> &'a Value {
-    facts
-        .iter()
-        .find(|f| f["content"] == content)
-        .unwrap_or_else(|| panic!("no fact {content:?} in {facts:#?}"))
 }
 
 /// A dream turn: the request must be the dreamer's, with no tools.

@@ -111,13 +111,7 @@ fn agent_journal_searches_and_opens_an_entry_in_headless_neovim() {
     let llm = FakeLlm::start(&json!({"turns": []}), "openai");
     let env = TestEnv::new();
     let file = env.answer_workspace(&llm);
-    let journal = env.config_home().join("agent-lsp/journal");
-    std::fs::create_dir_all(&journal).unwrap();
-    std::fs::write(
-        journal.join("release-day.md"),
-        "---\ntitle: Release day\ncreated: 2026-11-20T09:00:00Z\ntags: [ops]\n---\nThursdays, after standup\n",
-    )
-    .unwrap();
+    agent_lsp_tests::memory::seed_journal(&env);
     headless(&env, &file, "tests/journal.lua");
 }
 

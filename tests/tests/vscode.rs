@@ -50,13 +50,7 @@ fn the_extension_asks_approves_edits_and_reverts_in_code_server() {
     let env = TestEnv::new();
     env.answer_workspace(&llm);
     memory::seed_for_inspector(&env);
-    let journal = env.config_home().join("agent-lsp/journal");
-    std::fs::create_dir_all(&journal).unwrap();
-    std::fs::write(
-        journal.join("release-day.md"),
-        "---\ntitle: Release day\ncreated: 2026-11-20T09:00:00Z\ntags: [ops]\n---\nThursdays, after standup\n",
-    )
-    .unwrap();
+    agent_lsp_tests::memory::seed_journal(&env);
     agent_lsp_tests::memory::add_knowledge(&env, "Deploys go out on Thursdays", "decision");
     let artifacts = repo_root().join("target/test-artifacts/vscode");
     let _ = std::fs::remove_file(artifacts.join("chat.png"));

@@ -199,7 +199,7 @@ impl Agent {
             added,
             error,
         });
-        self.record_curation(events, &curation_id, Some(sid))
+        self.record_curation(events, &curation_id)
     }
 
     /// Merges the project's own entries once they pass `consolidate_at` (entries of every
@@ -265,29 +265,15 @@ impl Agent {
             added,
             error,
         });
-        self.record_curation(events, &curation_id, None).map(Some)
+        self.record_curation(events, &curation_id).map(Some)
     }
 
     /// Writes a curation's batch (outside any session: entries outlive the sessions they
     /// came from) and returns its record.
-    fn record_curation(
-        &self,
-        events: Vec<Event>,
-        curation_id: &str,
-        sid: Option<&str>,
-    ) -> Result<Curation> {
+    fn record_curation(&self, events: Vec<Event>, curation_id: &str) -> Result<Curation> {
         let batch: Vec<(Option<&str>, Event)> = events.into_iter().map(|e| (None, e)).collect();
         self.with_store(|s| s.append_all(&batch))?;
-        let recorded = match sid {
-            Some(sid) => self.with_store(|s| s.curations(sid))?,
-            None => self
-                .with_store(|s| s.curation(curation_id))?
-                .into_iter()
-                .collect(),
-        };
-        recorded
-            .into_iter()
-            .find(|c| c.id == curation_id)
+        self.with_store(|s| s.curation(curation_id))?
             .ok_or_else(|| AgentError::not_found(format!("no curation {curation_id}")))
     }
 }

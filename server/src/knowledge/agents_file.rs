@@ -8,6 +8,9 @@ use crate::store::KnowledgeEntry;
 
 pub const BEGIN: &str = "<!-- agent-lsp:knowledge:begin -->";
 pub const END: &str = "<!-- agent-lsp:knowledge:end -->";
+/// What holds an entry's id at the end of its line.
+const ID_OPEN: &str = "<!-- k:";
+const ID_CLOSE: &str = "-->";
 
 /// What the section says of itself (a comment: invisible where the markdown is rendered).
 const PREAMBLE: &str = "<!-- Kept by agent-lsp: `agent-lsp knowledge export` rewrites this \
@@ -76,10 +79,14 @@ pub fn read(text: &str) -> Result<Option<Vec<Line>>, SectionError> {
         let Some(item) = line.strip_prefix("- ").or_else(|| line.strip_prefix("* ")) else {
             continue;
         };
-        let (text, id) = match item.rfind("<!-- k:") {
-            Some(at) if item.ends_with("-->") => (
+        let (text, id) = match item.rfind(ID_OPEN) {
+            Some(at) if item.ends_with(ID_CLOSE) => (
                 item[..at].trim(),
-                Some(item[at + 7..item.len() - 3].trim().to_string()),
+                Some(
+                    item[at + ID_OPEN.len()..item.len() - ID_CLOSE.len()]
+                        .trim()
+                        .to_string(),
+                ),
             ),
             _ => (item.trim(), None),
         };
@@ -106,7 +113,7 @@ pub fn render(entries: &[KnowledgeEntry]) -> String {
         of_kind.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         out.push_str(&format!("\n### {heading}\n\n"));
         for e in of_kind {
-            out.push_str(&format!("- {} <!-- k:{} -->\n", e.content, e.id));
+            out.push_str(&format!("- {} {ID_OPEN}{} {ID_CLOSE}\n", e.content, e.id));
         }
     }
     out.push_str(END);

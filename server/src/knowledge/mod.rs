@@ -119,20 +119,16 @@ pub fn added(entry: NewEntry) -> Result<(String, Event), KnowledgeError> {
 
 /// Writes one entry; the same text in the same place finds the entry that holds it.
 pub fn add(store: &mut Store, entry: NewEntry) -> Result<Written, KnowledgeError> {
-    let project = entry.project.clone();
+    let (project, content) = (entry.project.clone(), entry.content.clone());
     let (id, event) = added(entry)?;
-    let Event::KnowledgeAdded { content, .. } = &event else {
-        unreachable!("added() makes a KnowledgeAdded")
-    };
-    let content = content.clone();
     store.append(None, &event)?;
+    if store.knowledge_entry(&id)?.is_some() {
+        return Ok(Written { id, created: true });
+    }
     let holder = store.knowledge_with_text(project.as_deref(), &content)?;
-    Ok(match holder {
-        Some(e) if e.id != id => Written {
-            id: e.id,
-            created: false,
-        },
-        _ => Written { id, created: true },
+    Ok(Written {
+        id: holder.map_or(id, |e| e.id),
+        created: false,
     })
 }
 

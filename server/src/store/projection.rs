@@ -449,23 +449,19 @@ pub fn apply(tx: &Transaction<'_>, env: &Envelope) -> rusqlite::Result<()> {
             replaces,
         } => {
             let norm = crate::facts::normalize(content);
+            let merged = serde_json::to_string(replaces).unwrap_or_else(|_| "[]".into());
             let known: Option<String> = tx
                 .query_row(
                     "SELECT id FROM knowledge WHERE project IS ?1 AND norm = ?2 AND forgotten = 0
                        AND replaced_by IS NULL
                        AND id NOT IN (SELECT value FROM json_each(?3))",
-                    params![
-                        project,
-                        norm,
-                        serde_json::to_string(replaces).unwrap_or_default()
-                    ],
+                    params![project, norm, merged],
                     |r| r.get(0),
                 )
                 .ok();
             // (A merge may say what one of the entries it replaces says.)
             if known.is_none() {
                 let ids = serde_json::to_string(message_ids).unwrap_or_else(|_| "[]".into());
-                let merged = serde_json::to_string(replaces).unwrap_or_else(|_| "[]".into());
                 let added = tx.execute(
                     "INSERT OR IGNORE INTO knowledge (id, kind, content, norm, project, source, session_id,
                          message_ids, curation_id, replaces, created_at, updated_at)
