@@ -89,6 +89,9 @@ pub struct ConfigLayer {
     /// Hosts webfetch may reach even though they resolve to private or loopback addresses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub webfetch_allow_hosts: Option<Vec<String>>,
+    /// Tools to leave out of every request (`[tools] webfetch = false`): fewer definitions
+    /// for a small window or a model that misuses them.
+    pub tools: Option<BTreeMap<String, bool>>,
     /// The model's context window in tokens (default: known from the model's name, else
     /// 32,768).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -331,6 +334,10 @@ impl ConfigLayer {
             merged.curate_after_turns = k.curate_after_turns.or(merged.curate_after_turns);
             merged.consolidate_at = k.consolidate_at.or(merged.consolidate_at);
         }
+        if let Some(tools) = &other.tools {
+            let merged = self.tools.get_or_insert_with(BTreeMap::new);
+            merged.extend(tools.iter().map(|(k, v)| (k.clone(), *v)));
+        }
         if let Some(rules) = &other.permission {
             let merged = self.permission.get_or_insert_with(BTreeMap::new);
             for (key, rule) in rules {
@@ -354,6 +361,8 @@ pub struct Config {
     pub snapshot: bool,
     pub permission: BTreeMap<String, PermissionRule>,
     pub webfetch_allow_hosts: Vec<String>,
+    /// Tool name → offered; a tool absent here is offered.
+    pub tools: BTreeMap<String, bool>,
     pub context_window: Option<u32>,
     pub max_output_tokens: Option<u32>,
     pub distill_model: Option<String>,
@@ -404,6 +413,7 @@ impl Config {
             snapshot: layer.snapshot.unwrap_or(true),
             permission: layer.permission.unwrap_or_default(),
             webfetch_allow_hosts: layer.webfetch_allow_hosts.unwrap_or_default(),
+            tools: layer.tools.unwrap_or_default(),
             context_window: layer.context_window,
             max_output_tokens: layer.max_output_tokens,
             distill_model: layer.distill_model,

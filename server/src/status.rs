@@ -110,6 +110,8 @@ vocabulary! {
         /// The model stopped calling tools.
         EndTurn = "end_turn",
         MaxSteps = "max_steps",
+        /// The answer reached the output limit: its text is cut off.
+        MaxTokens = "max_tokens",
         Cancelled = "cancelled",
         Error = "error",
     }

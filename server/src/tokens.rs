@@ -93,12 +93,22 @@ pub fn estimate_request(request: &ChatRequest) -> usize {
 }
 
 fn count_request_with(request: &ChatRequest, count: fn(&str) -> usize) -> usize {
-    let mut n = request.system.iter().map(|s| count(s)).sum::<usize>();
-    n += request
+    let messages = request
         .messages
         .iter()
         .map(|m| count_message_with(m, count))
         .sum::<usize>();
+    count_fixed_with(request, count) + messages
+}
+
+/// What every request of a session sends whatever the conversation: the system blocks and
+/// the tool definitions, by the [`estimate`].
+pub fn estimate_fixed(request: &ChatRequest) -> usize {
+    count_fixed_with(request, estimate)
+}
+
+fn count_fixed_with(request: &ChatRequest, count: fn(&str) -> usize) -> usize {
+    let mut n = request.system.iter().map(|s| count(s)).sum::<usize>();
     for t in &request.tools {
         n += count(&t.name) + count(&t.description) + count(&t.parameters.to_string());
     }

@@ -78,14 +78,98 @@ pub fn router(script: Script, format: Format, record: Option<PathBuf>) -> std::i
         .route(path, post(complete))
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
+        .route("/props", get(props))
+        .route("/api/show", post(ollama_show))
+        .route("/api/ps", get(ollama_ps))
+        .route("/api/v0/models/{*id}", get(lmstudio_model))
         .route("/_fake/requests", get(requests))
         // Model servers take big requests (and answer "context too long" when they must).
         .layer(axum::extract::DefaultBodyLimit::max(512 * 1024 * 1024))
         .with_state(state))
 }
 
-async fn models() -> impl IntoResponse {
-    axum::Json(json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+/// The script's `server`, when it imitates `flavor`.
+fn server_info(state: &AppState, flavor: &str) -> Option<agent_lsp::provider::script::ServerInfo> {
+    let shared = state.lock().unwrap();
+    shared.script.server.clone().filter(|s| s.flavor == flavor)
+}
+
+fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "404 page not found").into_response()
+}
+
+/// `/v1/models`: one model, with the window where vLLM and OpenRouter put it.
+async fn models(State(state): State<AppState>) -> impl IntoResponse {
+    let mut model = json!({"id": "fake-model", "object": "model"});
+    if let Some(s) = server_info(&state, "vllm") {
+        model["max_model_len"] = json!(s.context);
+    }
+    if let Some(s) = server_info(&state, "openrouter") {
+        model["context_length"] = json!(s.context);
+        model["top_provider"] = json!({"context_length": s.context});
+    }
+    axum::Json(json!({"object": "list", "data": [model]}))
+}
+
+/// llama.cpp's `/props`.
+async fn props(State(state): State<AppState>) -> Response {
+    match server_info(&state, "llamacpp") {
+        Some(s) => axum::Json(json!({
+            "default_generation_settings": {"n_ctx": s.context, "params": {"n_predict": -1}},
+            "total_slots": 1,
+            "model_path": "/models/fake.gguf",
+        }))
+        .into_response(),
+        None => not_found(),
+    }
+}
+
+/// Ollama's `/api/show`: the trained window in `model_info`, `num_ctx` among the
+/// parameters when the model sets it.
+async fn ollama_show(State(state): State<AppState>) -> Response {
+    let Some(s) = server_info(&state, "ollama") else {
+        return not_found();
+    };
+    let parameters = if s.num_ctx_set {
+        format!(
+            "num_ctx                        {}\nstop                           \"<|im_end|>\"",
+            s.context
+        )
+    } else {
+        "stop                           \"<|im_end|>\"".to_string()
+    };
+    axum::Json(json!({
+        "parameters": parameters,
+        "model_info": {"general.architecture": "qwen2", "qwen2.context_length": s.trained.unwrap_or(s.context)},
+        "capabilities": ["completion", "tools"],
+    }))
+    .into_response()
+}
+
+/// Ollama's `/api/ps`: the loaded models with the context they run with.
+async fn ollama_ps(State(state): State<AppState>) -> Response {
+    let Some(s) = server_info(&state, "ollama") else {
+        return not_found();
+    };
+    let models = if s.loaded {
+        json!([{"name": "fake-model", "model": "fake-model", "context_length": s.context}])
+    } else {
+        json!([])
+    };
+    axum::Json(json!({ "models": models })).into_response()
+}
+
+/// LM Studio's `/api/v0/models/{id}`.
+async fn lmstudio_model(State(state): State<AppState>) -> Response {
+    match server_info(&state, "lmstudio") {
+        Some(s) => axum::Json(json!({
+            "id": "fake-model", "object": "model", "type": "llm", "state": "loaded",
+            "max_context_length": s.trained.unwrap_or(s.context),
+            "loaded_context_length": s.context,
+        }))
+        .into_response(),
+        None => not_found(),
+    }
 }
 
 async fn requests(State(state): State<AppState>) -> impl IntoResponse {
@@ -158,6 +242,18 @@ pub fn bag_of_words(text: &str) -> Vec<f32> {
     v
 }
 
+/// The first tool call in the history whose arguments are not JSON, as llama.cpp's server
+/// checks them.
+fn unparsable_arguments(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    messages
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .filter_map(|c| c["function"]["arguments"].as_str())
+        .find(|a| serde_json::from_str::<Value>(a).is_err())
+        .map(String::from)
+}
+
 /// Records a request the fake answered with an error of its own (no turn used).
 fn refused(shared: &mut Shared, path: String, body: Value, error: String) {
     let rec = Recorded {
@@ -211,6 +307,14 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
                 );
                 return overflow_response(shared.format, &reason);
             }
+        }
+        if shared.format == Format::Openai
+            && let Some(bad) = unparsable_arguments(&body_value)
+        {
+            // llama.cpp's server refuses such a history, and every later one like it.
+            let reason = format!("Failed to parse tool call arguments as JSON: {bad}");
+            refused(&mut shared, path, body_value, reason.clone());
+            return error_response(Format::Openai, 500, "server_error", &reason, None);
         }
         if let Some((side, turn)) = shared.script.side_turn(&body_value) {
             let turn = turn.clone();
@@ -279,6 +383,11 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
     if fault.context_overflow {
         return overflow_response(format, "131072 tokens > 128000 maximum");
     }
+    if let (Some(status), Some(body)) = (fault.status, &fault.body_json) {
+        // A server's own error body, as it sends it (llama.cpp's carries `n_ctx`).
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return (status, axum::Json(body.clone())).into_response();
+    }
     if let Some(status) = fault.status {
         let message = fault
             .body
@@ -296,6 +405,24 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
         return resp;
     }
 
+    if let Some(path) = &turn.replay {
+        // A captured stream, byte for byte, whatever the request asked.
+        return match std::fs::read_to_string(path) {
+            Ok(text) => sse_response(
+                replayed_events(&text),
+                &fault,
+                format,
+                script.chunk_delay_ms,
+            ),
+            Err(e) => error_response(
+                format,
+                500,
+                "api_error",
+                &format!("fake-llm cannot read the replay {}: {e}", path.display()),
+                None,
+            ),
+        };
+    }
     let mut reply = turn.reply.clone().unwrap_or_else(|| Reply {
         text: "This answer is cut off in the middle of a sentence because".into(),
         ..Default::default()
@@ -330,6 +457,7 @@ async fn complete(State(state): State<AppState>, uri: axum::http::Uri, body: Byt
         Format::Openai => openai_events(&reply, &model, turn_index, chunk_chars, include_usage),
         Format::Anthropic => anthropic_events(&reply, &model, turn_index, chunk_chars),
     };
+    let events = events.iter().map(encode).collect();
     sse_response(events, &fault, format, script.chunk_delay_ms)
 }
 
@@ -623,7 +751,20 @@ fn encode(event: &SseEvent) -> Bytes {
 }
 
 /// Streams `events`, applying the stream faults.
-fn sse_response(events: Vec<SseEvent>, fault: &Fault, format: Format, delay_ms: u64) -> Response {
+/// The bytes of a captured SSE stream, one item per event (each with its blank line), as
+/// the server sent them.
+fn replayed_events(text: &str) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.find("\n\n").map_or(rest.len(), |i| i + 2);
+        out.push(Bytes::copy_from_slice(&rest.as_bytes()[..end]));
+        rest = &rest[end..];
+    }
+    out
+}
+
+fn sse_response(events: Vec<Bytes>, fault: &Fault, format: Format, delay_ms: u64) -> Response {
     let mut items: Vec<Result<Bytes, std::io::Error>> = Vec::new();
     for (i, e) in events.iter().enumerate() {
         if fault.disconnect_after_chunks == Some(i) {
@@ -644,11 +785,11 @@ fn sse_response(events: Vec<SseEvent>, fault: &Fault, format: Format, delay_ms: 
         if fault.malformed_sse && i == 1 {
             items.push(Ok(Bytes::from_static(b"data: {this is not json\n\n")));
         }
-        items.push(Ok(encode(e)));
+        items.push(Ok(e.clone()));
     }
     if fault.endless && events.len() > 1 {
         items.truncate(2);
-        let again = encode(&events[1]);
+        let again = events[1].clone();
         items.extend(std::iter::repeat_n(again, 100_000).map(Ok));
     }
     let delay = Duration::from_millis(delay_ms);

@@ -117,7 +117,7 @@ export type TurnStatus = ("busy" | "idle")
 /**
  * How a turn ended.
  */
-export type TurnEnd = (("max_steps" | "cancelled" | "error") | "end_turn")
+export type TurnEnd = (("max_steps" | "cancelled" | "error") | "end_turn" | "max_tokens")
 
 /**
  * Every agent/* method: its params and (for requests) its result.

@@ -74,7 +74,6 @@ impl Agent {
         }
         let started = Instant::now();
         crate::memory::seed(&self.workspace);
-        self.warn_if_window_unknown();
         loop {
             let skills = crate::tools::skill_list(&self.workspace);
             match baseline::build(&self.workspace, &skills) {
@@ -99,20 +98,6 @@ impl Agent {
                     )));
                 }
             }
-        }
-    }
-
-    fn warn_if_window_unknown(&self) {
-        let limits = self.limits();
-        // (The scripted model replays a script: it has no window to guess.)
-        let scripted = self.config.provider == Some(crate::config::ProviderKind::Scripted);
-        if !limits.known && !scripted {
-            tracing::warn!(
-                "unknown model {:?}: assuming a {}-token window; set context_window (and \
-                 max_output_tokens) to what it really takes",
-                self.model(),
-                limits.context_window
-            );
         }
     }
 

@@ -8,16 +8,18 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::turn::overflow_message;
 use super::{Agent, AgentError, MAX_ANSWER_BYTES, TurnOutcome, context};
 use crate::editor::Update;
-use crate::provider::{ProviderError, ProviderEvent, retry};
+use crate::provider::{ProviderError, ProviderEvent, StopReason, retry};
 use crate::status::{PartKind, PartStatus};
 use crate::store::{Event, new_id};
 
 /// Deltas are written in batches: at most this often, or when this much text waits.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
 const FLUSH_BYTES: usize = 8 * 1024;
+/// An answer stopped at `length` after no more than this many tokens, well before its
+/// limit, was stopped by a full context.
+const FEW_TOKENS: u64 = 16;
 
 /// A tool call as the model made it.
 #[derive(Debug, Clone)]
@@ -29,14 +31,20 @@ pub struct PendingCall {
 
 pub struct Answer {
     pub calls: Vec<PendingCall>,
+    /// Whether the answer stopped at the output limit (`finish_reason: "length"`): its
+    /// text is cut off, and so may be the arguments of its last call.
+    pub cut_off: bool,
 }
 
 /// Why a step's answer did not come: the turn ends, or the request overflowed the context
 /// (the loop compacts or squeezes and asks again).
 pub(super) enum Interrupt {
     Outcome(TurnOutcome),
-    /// The provider's context-overflow message.
-    Overflow(String),
+    /// The provider's context-overflow message, and the window it named, if any.
+    Overflow {
+        message: String,
+        window: Option<u32>,
+    },
 }
 
 impl From<TurnOutcome> for Interrupt {
@@ -62,14 +70,31 @@ impl Agent {
         message_id: &str,
         step: &context::StepRequest,
         cancel: &CancellationToken,
-        may_retry_smaller: bool,
     ) -> Result<Answer, Interrupt> {
         let mut attempt = 0;
         loop {
             let mut writer = AnswerWriter::new(self, sid, message_id, step.estimate);
             let error = match self.attempt(&mut writer, step, cancel).await {
+                Attempt::Finished if writer.filled_the_window(step) => {
+                    // The server stopped for want of room, not at our limit: the request
+                    // (nearly) fills its context. What came is set aside, unsent.
+                    writer.close_or_fail(PartStatus::Error)?;
+                    return Err(Interrupt::Overflow {
+                        message: "context too long: the model stopped after a few tokens, \
+                                  its context full (finish_reason \"length\")"
+                            .into(),
+                        window: None,
+                    });
+                }
                 Attempt::Finished => {
-                    writer.close_or_fail(PartStatus::Completed)?;
+                    let cut_text =
+                        writer.stop == Some(StopReason::MaxTokens) && writer.calls.is_empty();
+                    let status = if cut_text {
+                        PartStatus::Interrupted
+                    } else {
+                        PartStatus::Completed
+                    };
+                    writer.close_or_fail(status)?;
                     return Ok(writer.into_answer());
                 }
                 Attempt::Cancelled => {
@@ -100,15 +125,14 @@ impl Agent {
                 PartStatus::Error
             };
             writer.close_or_fail(status)?;
-            if may_retry_smaller
-                && !had_output
-                && matches!(error, ProviderError::ContextOverflow { .. })
-            {
-                return Err(Interrupt::Overflow(error.to_string()));
+            if let (false, ProviderError::ContextOverflow { window, .. }) = (had_output, &error) {
+                return Err(Interrupt::Overflow {
+                    message: error.to_string(),
+                    window: *window,
+                });
             }
-            return Err(self
-                .answer_failed(sid, message_id, &error, had_output)
-                .into());
+            let message = failure_message(&error, had_output);
+            return Err(self.answer_failed(sid, message_id, message).into());
         }
     }
 
@@ -143,7 +167,10 @@ impl Agent {
                         message: "the stream ended without a finish".into(),
                     });
                 }
-                Some(Ok(ProviderEvent::Finish(_))) => return Attempt::Finished,
+                Some(Ok(ProviderEvent::Finish(reason))) => {
+                    writer.stop = Some(reason);
+                    return Attempt::Finished;
+                }
                 Some(Ok(event)) => match writer.event(event) {
                     Ok(()) => {}
                     Err(WriteError::Provider(e)) => return Attempt::Failed(e),
@@ -155,23 +182,12 @@ impl Agent {
     }
 
     /// Records why the answer failed (an error part) and ends the turn with it.
-    fn answer_failed(
+    pub(super) fn answer_failed(
         &self,
         sid: &str,
         message_id: &str,
-        error: &ProviderError,
-        had_output: bool,
+        message: String,
     ) -> TurnOutcome {
-        let message = match error {
-            ProviderError::ContextOverflow { .. } => overflow_message(&error.to_string()),
-            ProviderError::Retryable { .. } => {
-                format!("{error} (gave up after {} retries)", retry::MAX_RETRIES)
-            }
-            ProviderError::StreamBroken { .. } if had_output => {
-                format!("{error}; the partial answer was kept")
-            }
-            _ => error.to_string(),
-        };
         let event = Event::PartAdded {
             part_id: new_id(),
             message_id: message_id.into(),
@@ -183,6 +199,27 @@ impl Agent {
             Ok(()) => self.fail(sid, message),
             Err(e) => self.fail(sid, format!("{message} ({e})")),
         }
+    }
+}
+
+/// Whether a reported input count is far below our estimate: the server did not see what
+/// we sent (tokenisers differ by some tens of percent, not threefold).
+fn dropped_input(reported: u64, estimate: usize) -> bool {
+    reported > 0 && estimate >= 1_000 && (reported as usize) * 3 < estimate
+}
+
+/// What the user reads when an answer failed.
+fn failure_message(error: &ProviderError, had_output: bool) -> String {
+    match error {
+        ProviderError::Retryable { .. } => {
+            format!("{error} (gave up after {} retries)", retry::MAX_RETRIES)
+        }
+        ProviderError::StreamBroken { .. } | ProviderError::ContextOverflow { .. }
+            if had_output =>
+        {
+            format!("{error}; the partial answer was kept")
+        }
+        _ => error.to_string(),
     }
 }
 
@@ -227,6 +264,12 @@ struct AnswerWriter<'a> {
     last_flush: Instant,
     calls: BTreeMap<usize, PendingCall>,
     output: bool,
+    /// Why the answer stopped, once it did.
+    stop: Option<StopReason>,
+    /// The output tokens the provider reported.
+    output_tokens: Option<u64>,
+    /// The input tokens the provider reported.
+    input_tokens: Option<u64>,
     /// Bytes of text, reasoning and tool arguments so far (see [`MAX_ANSWER_BYTES`]).
     size: usize,
 }
@@ -247,7 +290,24 @@ impl<'a> AnswerWriter<'a> {
             calls: Default::default(),
             size: 0,
             output: false,
+            stop: None,
+            output_tokens: None,
+            input_tokens: None,
         }
+    }
+
+    /// A stop at the output limit that came long before our limit, with the request
+    /// filling the window: the server ran out of context (llama.cpp stops with `length`
+    /// instead of refusing when the prompt nearly fills its context).
+    fn filled_the_window(&self, step: &context::StepRequest) -> bool {
+        if self.stop != Some(StopReason::MaxTokens) {
+            return false;
+        }
+        let limit = u64::from(step.request.max_tokens);
+        let output = self.output_tokens.unwrap_or((self.size as u64 / 4).max(1));
+        let input = self.input_tokens.unwrap_or(step.estimate as u64);
+        let window = u64::from(self.agent.limits().context_window);
+        output < limit / 2 && (output <= FEW_TOKENS || (input + output) * 10 >= window * 9)
     }
 
     fn had_output(&self) -> bool {
@@ -350,6 +410,20 @@ impl<'a> AnswerWriter<'a> {
     }
 
     fn usage(&mut self, u: crate::provider::Usage) {
+        self.output_tokens = Some(u.output_tokens);
+        self.input_tokens = Some(u.input_tokens).filter(|&n| n > 0);
+        if dropped_input(u.input_tokens, self.estimate) {
+            self.agent.warn_once(
+                "input-underreported",
+                &format!(
+                    "the server counted {} input tokens for a request of about {}: its chat \
+                     template may drop the tools or the system prompt (llama.cpp needs \
+                     --jinja and a template with tool tags), or it cuts the prompt to a \
+                     smaller context (Ollama's num_ctx)",
+                    u.input_tokens, self.estimate
+                ),
+            );
+        }
         self.agent.editor.publish(Update::Usage {
             session_id: self.sid.into(),
             input_tokens: u.input_tokens,
@@ -416,6 +490,7 @@ impl<'a> AnswerWriter<'a> {
         });
         Answer {
             calls: calls.collect(),
+            cut_off: self.stop == Some(StopReason::MaxTokens),
         }
     }
 }

@@ -12,10 +12,12 @@ use crate::tools::ToolContext;
 const WRAP_UP: &str = "You have reached the step limit for this turn. Do not call any tools. \
 Summarise what you did, what is left to do, and anything the user should check.";
 
+/// The text of `m`'s parts of `kinds`, less answers set aside (an attempt that was asked
+/// again: the model is not shown what it never really said).
 fn texts(m: &MessageView, kinds: &[PartKind]) -> String {
     m.parts
         .iter()
-        .filter(|p| kinds.contains(&p.kind))
+        .filter(|p| kinds.contains(&p.kind) && p.status != Some(PartStatus::Error))
         .filter_map(|p| p.data["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n\n")
@@ -101,6 +103,13 @@ pub struct StepRequest {
     pub raw_target: usize,
     /// How many tool outputs it shows as stubs.
     pub stubbed: usize,
+    /// The calibrated estimate of what no cut or squeeze can shrink: the system blocks
+    /// and the tool definitions.
+    pub fixed: usize,
+    /// The input budget it is held to (the window less the answer's reserve).
+    pub budget: u32,
+    /// The session's older part is distilled (its context's cut has moved).
+    pub distilled: bool,
 }
 
 /// The window's shares in tokens: the input budget (the window less the answer's reserve)
@@ -207,21 +216,38 @@ pub fn build_request(
             tracing::info!(session = %sid, stubbed, "older tool outputs shown as stubs");
         }
     }
+    let distilled = epoch.is_some_and(|e| e.summary.is_some());
+    Ok(measure(request, calibration, &shares, stubbed, distilled))
+}
+
+/// Where a built request sits in the window's shares.
+fn measure(
+    request: ChatRequest,
+    calibration: Option<f64>,
+    shares: &Shares,
+    stubbed: usize,
+    distilled: bool,
+) -> StepRequest {
+    let ratio = calibration.unwrap_or(1.0);
     let (over_budget, estimate) = crate::tokens::over_budget(&request, calibration, shares.input);
     let raw: usize = request
         .messages
         .iter()
         .map(crate::tokens::estimate_message)
         .sum();
-    let raw = (raw as f64 * calibration.unwrap_or(1.0)) as usize;
-    Ok(StepRequest {
+    let raw = (raw as f64 * ratio) as usize;
+    let fixed = crate::tokens::estimate_fixed(&request) as f64 * ratio;
+    StepRequest {
+        fixed: fixed as usize,
+        budget: shares.input,
+        distilled,
         over_budget,
         needs_cut: over_budget || raw > shares.raw,
         raw_target: shares.raw / 2,
         estimate,
         request,
         stubbed,
-    })
+    }
 }
 
 /// Turns tool results in `messages`, in order, into stubs until `total` (the request's

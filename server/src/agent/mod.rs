@@ -91,6 +91,12 @@ pub struct Agent {
     /// The memory facts' rerank, when an embeddings model is configured (its cache lives as
     /// long as the agent).
     embedder: Option<Arc<crate::provider::embeddings::Embedder>>,
+    /// The model's window as its server reported it, asked once (see `provider::window`).
+    window_probe: tokio::sync::OnceCell<Option<crate::provider::window::Probe>>,
+    /// A window an overflow error named, smaller than the one assumed.
+    learned_window: Mutex<Option<u32>>,
+    /// The warnings already given (each once per agent).
+    warned: Mutex<std::collections::HashSet<&'static str>>,
 }
 
 /// A lock per session, made on first use.
@@ -122,6 +128,9 @@ impl Agent {
             dreaming: Mutex::default(),
             curating: Mutex::default(),
             embedder: crate::provider::embeddings::Embedder::from_config(&config).map(Arc::new),
+            window_probe: tokio::sync::OnceCell::new(),
+            learned_window: Mutex::new(None),
+            warned: Mutex::default(),
             config,
         }
     }
@@ -271,7 +280,10 @@ impl Agent {
             if let Err(e) = self.set_status(sid, SessionStatus::Idle, Some(last.end)) {
                 return self.fail(sid, e.to_string());
             }
-            if last.end != TurnEnd::EndTurn && last.end != TurnEnd::MaxSteps {
+            if !matches!(
+                last.end,
+                TurnEnd::EndTurn | TurnEnd::MaxSteps | TurnEnd::MaxTokens
+            ) {
                 return last;
             }
         }
@@ -302,12 +314,87 @@ impl Agent {
 
     /// The model's context window and answer budget (config, else known names, else a
     /// fallback).
+    /// The window and the answer's limit: the configuration's, else what an overflow error
+    /// or the server said, else the model name's (see [`crate::tokens::Limits`]).
     pub fn limits(&self) -> crate::tokens::Limits {
+        let learned = *self
+            .learned_window
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let probed = self.window_probe.get().and_then(|p| p.as_ref()?.window);
         crate::tokens::Limits::for_model(
             &self.model(),
-            self.config.context_window,
+            self.config.context_window.or(learned).or(probed),
             self.config.max_output_tokens,
         )
+    }
+
+    /// Asks the model's server for its window, once per agent (the configuration's
+    /// `context_window` wins, and then nothing is asked). Warns about what the user should
+    /// fix: an Ollama that cuts prompts short, a window nobody told.
+    pub async fn probe_window(&self) -> Option<crate::provider::window::Probe> {
+        use crate::provider::window::Probe;
+        if self.config.context_window.is_some() {
+            return None;
+        }
+        let provider = self.provider.as_ref()?;
+        let model = self.model();
+        let probe = self
+            .window_probe
+            .get_or_init(|| async {
+                let probe = provider.window(&model).await;
+                if let Some(Probe {
+                    window: Some(window),
+                    source,
+                    ..
+                }) = &probe
+                {
+                    tracing::info!(model, window, %source, "the model's context window");
+                }
+                if let Some(warning) = probe.as_ref().and_then(|p| p.warning.as_ref()) {
+                    tracing::warn!(model, "{warning}");
+                }
+                probe
+            })
+            .await
+            .clone();
+        // (The scripted model replays a script: it has no window to guess.)
+        let scripted = self.config.provider == Some(crate::config::ProviderKind::Scripted);
+        if !self.limits().known && !scripted {
+            let why = probe.as_ref().map_or("", |p| p.source.as_str());
+            self.warn_once(
+                "window-unknown",
+                &format!(
+                    "the context window of {model} is unknown{}{why}{}; assuming {} tokens: \
+                     set context_window (and max_output_tokens) to what it really takes",
+                    if why.is_empty() { "" } else { " (" },
+                    if why.is_empty() { "" } else { ")" },
+                    self.limits().context_window
+                ),
+            );
+        }
+        probe
+    }
+
+    /// Logs a warning the first time `key` comes up.
+    fn warn_once(&self, key: &'static str, message: &str) {
+        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.insert(key) {
+            tracing::warn!(model = %self.model(), "{message}");
+        }
+    }
+
+    /// Takes a window an overflow error named, when it is smaller than the one in force;
+    /// whether it was.
+    fn learn_window(&self, window: u32) -> bool {
+        if self.config.context_window.is_some() || window >= self.limits().context_window {
+            return false;
+        }
+        *self
+            .learned_window
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(window);
+        true
     }
 
     pub fn model(&self) -> String {

@@ -38,6 +38,7 @@ impl Agent {
             .unwrap_or_default();
         let mut ctx = ToolContext::new(&self.workspace, &self.config, self.editor.clone());
         ctx.cancel = cancel.clone();
+        ctx.output_bytes = crate::tools::truncate::limit_for(self.limits().usable_input());
         ctx.session_id = sid.to_string();
         ctx.policy.grants = self.with_store(|s| s.grants(&self.project()))?;
         ctx.recall = Some(crate::tools::RecallSource {
@@ -68,6 +69,7 @@ impl Agent {
     }
 
     pub(super) async fn run_steps(&self, sid: &str, cancel: &CancellationToken) -> TurnOutcome {
+        self.probe_window().await;
         // The rules a turn starts with hold for its steps; mode changes apply from the next.
         let mut ctx = match self.tool_context(sid, cancel) {
             Ok(c) => c,
@@ -116,6 +118,24 @@ impl Agent {
             Err(outcome) => return Ok(Some(outcome)),
         };
         self.refuse_extra_calls(sid, &message_id, &mut answer)?;
+        let had_calls = !answer.calls.is_empty();
+        if answer.cut_off {
+            self.refuse_cut_calls(sid, &message_id, &mut answer)?;
+        }
+        if answer.cut_off && !had_calls {
+            return Ok(Some(TurnOutcome {
+                end: TurnEnd::MaxTokens,
+                error: Some(format!(
+                    "the answer reached the output limit ({} tokens) and is cut off; ask the \
+                     model to go on, or raise max_output_tokens",
+                    self.limits().max_output_tokens
+                )),
+            }));
+        }
+        if answer.calls.is_empty() && had_calls {
+            // Every call was cut off: the model reads why and tries again.
+            return Ok(last.then(|| TurnOutcome::ended(TurnEnd::MaxSteps)));
+        }
         if answer.calls.is_empty() {
             let end = if last {
                 TurnEnd::MaxSteps
@@ -157,6 +177,29 @@ impl Agent {
              still needed."
         );
         self.record_unrun(sid, message_id, &extra, &why)
+    }
+
+    /// In an answer cut off at the output limit, a call whose arguments do not parse was cut
+    /// inside them: it never runs, and the model reads why (its history shows the call with
+    /// `{}`, which every server accepts).
+    fn refuse_cut_calls(&self, sid: &str, message_id: &str, answer: &mut Answer) -> Result<()> {
+        let limit = self.limits().max_output_tokens;
+        let (whole, cut): (Vec<_>, Vec<_>) = std::mem::take(&mut answer.calls)
+            .into_iter()
+            .partition(|c| {
+                serde_json::from_str::<serde_json::Value>(&c.arguments).is_ok_and(|v| v.is_object())
+            });
+        answer.calls = whole;
+        for call in &cut {
+            tracing::warn!(session = %sid, tool = %call.name, "a tool call was cut off at the output limit");
+            let why = format!(
+                "not run: the answer reached the output limit ({limit} tokens) inside this \
+                 call's arguments, so they were cut off. Call it again with less in one call \
+                 (for a big file: write a part, then add the rest with edit)."
+            );
+            self.record_unrun(sid, message_id, call, &why)?;
+        }
+        Ok(())
     }
 
     /// Runs the calls in order; stops early on cancel, when the user stops the turn, or
@@ -260,7 +303,7 @@ impl Agent {
     /// budget), the context's cut moves forward first (what it leaves behind is distilled);
     /// what still does not fit is squeezed (older tool outputs as stubs). A provider's
     /// context-overflow error moves the cut or squeezes harder and asks again, up to
-    /// [`SQUEEZE`]'s last level.
+    /// [`SQUEEZE`]'s last level; one that names a smaller window starts over within it.
     async fn answer_step(
         &self,
         sid: &str,
@@ -269,6 +312,7 @@ impl Agent {
         last: bool,
     ) -> std::result::Result<Answer, TurnOutcome> {
         let mut cut_tried = false;
+        let mut shrunk = Shrunk::default();
         // The index into SQUEEZE of the fraction in force, if any.
         let mut squeeze: Option<usize> = None;
         // After an overflow: its message and how many outputs the request had as stubs.
@@ -276,9 +320,11 @@ impl Agent {
         loop {
             let step = context::build_request(self, sid, ctx, last, squeeze.map(|i| SQUEEZE[i]))
                 .map_err(|e| self.fail(sid, e.to_string()))?;
+            shrunk.stubbed = shrunk.stubbed.max(step.stubbed);
             if step.needs_cut && !cut_tried {
                 cut_tried = true;
                 if self.try_cut(sid, step.raw_target).await {
+                    shrunk.cut = true;
                     continue;
                 }
             }
@@ -286,29 +332,47 @@ impl Agent {
                 squeeze = Some(0);
                 continue;
             }
+            if step.fixed > step.budget as usize {
+                // The system prompt and the tools alone are over: asking cannot help.
+                let error = "context too long: the request cannot fit the model's window";
+                let message = overflow_message(error, &step, &shrunk);
+                return Err(self.answer_failed(sid, message_id, message));
+            }
             if let Some((error, before)) = &overflowed
                 && step.stubbed == *before
             {
                 // Squeezing found nothing more to stub: the same request would fail again.
-                return Err(self.fail(sid, overflow_message(error)));
+                let message = overflow_message(error, &step, &shrunk);
+                return Err(self.answer_failed(sid, message_id, message));
             }
-            let may_retry = squeeze.is_none_or(|i| i + 1 < SQUEEZE.len());
-            let error = match self
-                .stream_answer(sid, message_id, &step, &ctx.cancel, may_retry)
+            let (error, window) = match self
+                .stream_answer(sid, message_id, &step, &ctx.cancel)
                 .await
             {
                 Ok(answer) => return Ok(answer),
                 Err(Interrupt::Outcome(outcome)) => return Err(outcome),
-                Err(Interrupt::Overflow(error)) => error,
+                Err(Interrupt::Overflow { message, window }) => (message, window),
             };
+            if let Some(window) = window
+                && self.learn_window(window)
+            {
+                // The server named its real window: build the request for it from scratch.
+                tracing::info!(session = %sid, window, "the server's window is smaller than assumed");
+                (cut_tried, squeeze, overflowed) = (false, None, None);
+                continue;
+            }
+            if squeeze.is_some_and(|i| i + 1 >= SQUEEZE.len()) {
+                let message = overflow_message(&error, &step, &shrunk);
+                return Err(self.answer_failed(sid, message_id, message));
+            }
             if !cut_tried {
                 cut_tried = true;
                 if self.try_cut(sid, step.raw_target / 2).await {
+                    shrunk.cut = true;
                     continue;
                 }
             }
-            // Our estimate said it fits, so squeeze below it (may_retry promised a tighter
-            // level).
+            // Our estimate said it fits, so squeeze below it.
             squeeze = Some(squeeze.map_or(1, |i| i + 1));
             tracing::info!(session = %sid, "{error}; squeezing the tool outputs");
             overflowed = Some((error, step.stubbed));
@@ -346,11 +410,40 @@ fn step_started(message_id: &str, step: u32, model: &str, snapshot: &Option<Stri
     ]
 }
 
-/// The error that ends a turn which does not fit however it is cut.
-pub(super) fn overflow_message(error: &str) -> String {
+/// What a step did to make its request fit, for the message when nothing did.
+#[derive(Default)]
+struct Shrunk {
+    /// The context's cut moved (the older part was distilled).
+    cut: bool,
+    /// The most tool outputs shown as stubs.
+    stubbed: usize,
+}
+
+/// The error that ends a turn which does not fit however it is cut: says what was tried,
+/// and when the system prompt and the tools alone fill the window, that no cut can help.
+fn overflow_message(error: &str, step: &context::StepRequest, shrunk: &Shrunk) -> String {
+    let error = error.trim_end_matches('.');
+    let tools = step.request.tools.len();
+    if step.fixed * 10 >= step.budget as usize * 9 {
+        return format!(
+            "{error}. The system prompt and the {tools} tool definitions alone take about {} \
+             tokens of the {} the model's window leaves for input, so no conversation fits. \
+             Give the model a bigger window (the server's context size, e.g. llama-server -c \
+             or Ollama's num_ctx, then context_window to match) or offer fewer tools \
+             ([tools] NAME = false).",
+            step.fixed, step.budget
+        );
+    }
+    let tried = match (shrunk.cut || step.distilled, shrunk.stubbed) {
+        (true, 0) => "even with its older part distilled".to_string(),
+        (true, n) => format!("even with its older part distilled and {n} tool outputs as stubs"),
+        (false, 0) => "and there was nothing older to distill or shorten".to_string(),
+        (false, n) => format!("even with {n} tool outputs as stubs"),
+    };
     format!(
-        "{error}. The conversation does not fit the model's context window even with its \
-         older part distilled and its tool outputs as stubs; start a new session, or set \
-         context_window to what the model really takes."
+        "{error}. The conversation does not fit the model's context window ({} tokens for \
+         input by our count) {tried}; start a new session, or set context_window to what the \
+         model really takes.",
+        step.budget
     )
 }

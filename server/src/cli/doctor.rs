@@ -46,6 +46,9 @@ pub async fn run(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<i32> {
     }];
     checks.push(database_check());
     checks.push(provider_check(&effective).await);
+    if let Some(check) = window_check(&effective).await {
+        checks.push(check);
+    }
 
     let report = Report {
         version: env!("CARGO_PKG_VERSION"),
@@ -140,6 +143,43 @@ fn database_check() -> Check {
             detail: e.to_string(),
         },
     }
+}
+
+/// The model's window and where it comes from: the configuration, the server, or the
+/// model's name (nothing for the scripted model).
+async fn window_check(c: &Config) -> Option<Check> {
+    if matches!(c.provider, None | Some(ProviderKind::Scripted)) {
+        return None;
+    }
+    let model = c.model.clone().unwrap_or_else(|| "default".into());
+    let probe = match (c.context_window, crate::provider::from_config(c)) {
+        (None, Ok(provider)) => provider.window(&model).await,
+        _ => None,
+    };
+    let found = probe.as_ref().and_then(|p| p.window);
+    let limits =
+        crate::tokens::Limits::for_model(&model, c.context_window.or(found), c.max_output_tokens);
+    let source = match (&probe, found) {
+        _ if c.context_window.is_some() => "configured".to_string(),
+        (Some(p), Some(_)) => format!("from {}", p.source),
+        _ if limits.known => "from the model's name".to_string(),
+        (Some(p), None) => format!("unknown: {}; assumed, set context_window", p.source),
+        (None, _) => "unknown; assumed, set context_window".to_string(),
+    };
+    let mut detail = format!(
+        "{} tokens ({source}), answers up to {}",
+        limits.context_window, limits.max_output_tokens
+    );
+    let warning = probe.and_then(|p| p.warning);
+    if let Some(w) = &warning {
+        detail.push_str(": ");
+        detail.push_str(w);
+    }
+    Some(Check {
+        name: "window",
+        ok: warning.is_none(),
+        detail,
+    })
 }
 
 async fn provider_check(c: &Config) -> Check {

@@ -221,7 +221,16 @@ impl EditorPort for Terminal {
             if self.json {
                 self.line(json!({"type": "permission", "event": "asked", "request": request}));
             }
-            let reply = if self.yes {
+            let reply = if self.yes && request.permission == "doom_loop" {
+                // --yes approves actions, not a model stuck in a loop: it reads why and
+                // has to try something else.
+                PermissionReply::Reject {
+                    message: Some(
+                        "under --yes a call repeated three times is refused; try something else"
+                            .into(),
+                    ),
+                }
+            } else if self.yes {
                 PermissionReply::Once
             } else if self.tty {
                 if let Some(spinner) = &self.spinner {
@@ -408,12 +417,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         );
     } else {
         terminal.own_line("");
-        if let (TurnEnd::Cancelled, Some(e)) = (end, &outcome.error) {
+        if let (TurnEnd::Cancelled | TurnEnd::MaxTokens, Some(e)) = (end, &outcome.error) {
             eprintln!("agent-lsp: {e}");
         }
     }
     Ok(match end {
         TurnEnd::EndTurn | TurnEnd::MaxSteps => 0,
+        TurnEnd::MaxTokens => 3,
         TurnEnd::Cancelled => 130,
         TurnEnd::Error => 1,
     })

@@ -154,7 +154,12 @@ impl Policy {
             action = Action::Allow;
         }
         if action == Action::Ask && self.mode == Mode::Auto {
-            action = Action::Allow;
+            // Nobody watches an auto turn: a model repeating itself is stopped, not waved on.
+            action = if key == "doom_loop" {
+                Action::Deny
+            } else {
+                Action::Allow
+            };
         }
         action
     }
@@ -279,6 +284,13 @@ mod tests {
         assert_eq!(auto.decide("bash", "ls"), Allow);
         assert_eq!(auto.decide("bash", "rm x"), Deny);
         assert_eq!(auto.decide("external_directory", "/etc"), Deny);
+        assert_eq!(auto.decide("doom_loop", "read"), Deny, "a loop is stopped");
+        let allowed = policy("[permission]\ndoom_loop = \"allow\"\n", "auto");
+        assert_eq!(
+            allowed.decide("doom_loop", "read"),
+            Allow,
+            "unless the user says"
+        );
         let unknown = policy("", "yolo");
         assert_eq!(unknown.decide("read", "a.rs"), Deny);
         assert_eq!(unknown.decide("question", "*"), Deny);

@@ -71,10 +71,7 @@ pub fn request_body(req: &ChatRequest) -> Value {
                     blocks.push(json!({"type": "text", "text": text}));
                 }
                 for c in tool_calls {
-                    let input: Value = serde_json::from_str(&c.arguments)
-                        .ok()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
+                    let input = c.input_object();
                     blocks.push(
                         json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
                     );

@@ -11,6 +11,7 @@ pub mod retry;
 pub mod script;
 pub mod scripted;
 mod sse;
+pub mod window;
 
 use std::time::Duration;
 
@@ -28,6 +29,18 @@ pub struct ToolCallMsg {
     pub name: String,
     /// The raw JSON argument text the model produced.
     pub arguments: String,
+}
+
+impl ToolCallMsg {
+    /// The arguments as a JSON object to send back: what the model wrote when it is one,
+    /// else `{}` — servers refuse a history whose arguments do not parse (llama.cpp answers
+    /// every later request with HTTP 500), and a call cut off mid-argument is common.
+    pub fn input_object(&self) -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&self.arguments)
+            .ok()
+            .filter(serde_json::Value::is_object)
+            .unwrap_or_else(|| serde_json::json!({}))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -114,7 +127,11 @@ pub enum ProviderError {
     #[error("{message}")]
     Auth { message: String },
     #[error("context too long: {message}")]
-    ContextOverflow { message: String },
+    ContextOverflow {
+        message: String,
+        /// The window the server named in its error (llama.cpp's `n_ctx`).
+        window: Option<u32>,
+    },
     /// The stream broke after output began; what came is kept.
     #[error("the model's answer was cut off: {message}")]
     StreamBroken { message: String },
@@ -131,20 +148,43 @@ pub trait Provider: Send + Sync {
         &'a self,
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<EventStream, ProviderError>>;
+
+    /// What the server says about `model`'s context window; by default nothing (the
+    /// window then comes from the configuration or the model's name).
+    fn window<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Option<window::Probe>> {
+        Box::pin(async { None })
+    }
 }
 
-/// Recognises the context-overflow messages of the common providers and local servers.
-pub fn is_context_overflow(status: u16, body: &str) -> bool {
+/// Recognises the context-overflow messages of the common providers and local servers,
+/// in an HTTP error answer (`status`) or an error event inside a stream (`None`).
+pub fn is_context_overflow(status: Option<u16>, body: &str) -> bool {
     let b = body.to_ascii_lowercase();
-    (status == 400 || status == 413 || status == 500)
-        && (b.contains("context_length_exceeded")
-            || b.contains("prompt is too long")
-            || b.contains("maximum context length")
-            || b.contains("context length")
-            || b.contains("context window")
-            || b.contains("too many tokens")
-            || b.contains("exceeds the available context")
-            || b.contains("input is too long"))
+    status.is_none_or(|s| s == 400 || s == 413 || s == 500)
+        && [
+            "context_length_exceeded", // OpenAI
+            "prompt is too long",      // Anthropic
+            "maximum context length",  // OpenAI, vLLM, OpenRouter
+            "context length",          // LM Studio ("loaded with context length of only")
+            "context window",
+            "context size", // llama.cpp ("exceeds the available context size")
+            "exceed_context_size_error", // llama.cpp's error type
+            "too many tokens",
+            "input is too long",
+            "exceeded max context length", // Ollama
+        ]
+        .iter()
+        .any(|needle| b.contains(needle))
+}
+
+/// A server error that the same request would meet again: the server could not read what
+/// we sent (llama.cpp's "Failed to parse tool call arguments as JSON", a chat template
+/// that fails), so retrying only wastes the wait.
+fn repeats(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    ["parse", "invalid", "template", "json"]
+        .iter()
+        .any(|w| m.contains(w))
 }
 
 /// Classifies an HTTP error answer.
@@ -155,8 +195,14 @@ pub fn classify(
     key_env: Option<&str>,
 ) -> ProviderError {
     let message = error_message(body);
-    if is_context_overflow(status, body) {
-        return ProviderError::ContextOverflow { message };
+    if is_context_overflow(Some(status), body) {
+        let window = window::in_overflow_error(body);
+        return ProviderError::ContextOverflow { message, window };
+    }
+    if status == 500 && repeats(&message) {
+        return ProviderError::Other {
+            message: format!("HTTP {status}: {message}"),
+        };
     }
     match status {
         401 | 403 => ProviderError::Auth {
@@ -177,11 +223,19 @@ pub fn classify(
     }
 }
 
-/// The human part of an error body (`error.message` in both providers' shapes).
-fn error_message(body: &str) -> String {
+/// The human part of an error body: `error.message` (OpenAI, Anthropic, llama.cpp, vLLM)
+/// `error` as a string (Ollama, LM Studio), or `message` (vLLM).
+pub fn error_message(body: &str) -> String {
     serde_json::from_str::<serde_json::Value>(body)
         .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(String::from))
+        .and_then(|v| {
+            let error = &v["error"];
+            error["message"]
+                .as_str()
+                .or_else(|| error.as_str())
+                .or_else(|| v["message"].as_str()) // vLLM
+                .map(String::from)
+        })
         .unwrap_or_else(|| body.chars().take(500).collect())
 }
 
@@ -240,8 +294,7 @@ pub fn from_config(config: &Config) -> Result<Box<dyn Provider>, String> {
         None => Err("no provider is configured: set `provider` and `model` (see README), or use --script for the offline scripted model".into()),
         Some(ProviderKind::Scripted) => {
             let path = config.script.as_ref().ok_or("the scripted provider needs `script` (a model script file)")?;
-            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let script = script::Script::from_json(&text)?;
+            let script = script::Script::from_file(path)?;
             Ok(Box::new(scripted::Scripted::new(script)))
         }
         Some(kind @ (ProviderKind::Openai | ProviderKind::Ollama)) => {
@@ -252,7 +305,9 @@ pub fn from_config(config: &Config) -> Result<Box<dyn Provider>, String> {
                     config.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY")
                 ));
             }
-            Ok(Box::new(openai::OpenAi::new(base, key(), config.api_key_env.clone())))
+            let mut provider = openai::OpenAi::new(base, key(), config.api_key_env.clone());
+            provider.ollama = kind == ProviderKind::Ollama;
+            Ok(Box::new(provider))
         }
         Some(ProviderKind::Anthropic) => {
             let base = config.base_url.clone().unwrap_or_else(|| "https://api.anthropic.com".into());
@@ -276,4 +331,45 @@ pub fn http_client() -> reqwest::Client {
         .user_agent(concat!("agent-lsp/", env!("CARGO_PKG_VERSION")))
         .build()
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_servers_error_is_classified() {
+        let llama = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4100,"n_ctx":4096}}"#;
+        match classify(400, llama, None, None) {
+            ProviderError::ContextOverflow { window, message } => {
+                assert_eq!(window, Some(4096));
+                assert!(message.starts_with("the request exceeds"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let lmstudio = r#"{"error":"Trying to keep the first 5210 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens, which is not enough."}"#;
+        assert!(matches!(
+            classify(400, lmstudio, None, None),
+            ProviderError::ContextOverflow { window: None, .. }
+        ));
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.","type":"BadRequestError","code":400}"#;
+        assert!(matches!(
+            classify(400, vllm, None, None),
+            ProviderError::ContextOverflow { .. }
+        ));
+        // The same request would meet the same refusal: no retry.
+        let parse = r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON: [json.exception.parse_error.101]","type":"server_error"}}"#;
+        match classify(500, parse, None, None) {
+            ProviderError::Other { message } => assert!(message.contains("Failed to parse")),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            classify(500, r#"{"error":{"message":"Loading model"}}"#, None, None),
+            ProviderError::Retryable { .. }
+        ));
+        assert_eq!(
+            error_message(r#"{"error":"model 'x' not found"}"#),
+            "model 'x' not found"
+        );
+    }
 }

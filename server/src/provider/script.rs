@@ -48,6 +48,31 @@ pub struct Script {
     /// How `fake-llm`'s `/v1/embeddings` answers (by default: a hashed bag of words).
     #[serde(default)]
     pub embeddings: Embeddings,
+    /// `fake-llm` only: which local server's model-information endpoints it answers, and
+    /// the window they report.
+    #[serde(default)]
+    pub server: Option<ServerInfo>,
+}
+
+/// The model-information endpoints of one local server, as `fake-llm` imitates them:
+/// `llamacpp` (`GET /props`), `vllm` and `openrouter` (`GET /v1/models`), `lmstudio`
+/// (`GET /api/v0/models/{id}`), `ollama` (`POST /api/show`, `GET /api/ps`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerInfo {
+    pub flavor: String,
+    /// The window the server runs the model with.
+    pub context: u64,
+    /// Ollama: the window the model was trained for (`model_info.*.context_length`).
+    #[serde(default)]
+    pub trained: Option<u64>,
+    /// Ollama: whether `num_ctx` is among the model's parameters (else only `/api/ps` of a
+    /// loaded model, or Ollama's default, tells the window).
+    #[serde(default)]
+    pub num_ctx_set: bool,
+    /// Ollama: whether the model is loaded (listed by `/api/ps` with its context).
+    #[serde(default)]
+    pub loaded: bool,
 }
 
 /// The embeddings endpoint of `fake-llm`: each input gets the vector given for its exact
@@ -71,6 +96,10 @@ pub struct Turn {
     pub reply: Option<Reply>,
     #[serde(default)]
     pub fault: Option<Fault>,
+    /// `fake-llm` only: answer with this captured SSE stream, byte for byte (a path
+    /// relative to the script's folder, or absolute); the turn's faults still apply.
+    #[serde(default)]
+    pub replay: Option<std::path::PathBuf>,
 }
 
 /// Checks on the request; a failed check answers 500 with the reason.
@@ -155,6 +184,9 @@ pub struct Fault {
     /// The error message.
     #[serde(default)]
     pub body: Option<String>,
+    /// `fake-llm`: the whole error body, sent as it is (with `status`).
+    #[serde(default)]
+    pub body_json: Option<Value>,
     /// Stream the reply (or a default text), then drop the connection after this many chunks.
     #[serde(default)]
     pub disconnect_after_chunks: Option<usize>,
@@ -177,9 +209,32 @@ pub struct Fault {
 }
 
 impl Script {
+    /// Reads a script file; replay paths become relative to its folder.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let mut script = Self::from_json(&text)?;
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        for turn in script.turns.iter_mut().chain(script.side.iter_mut()) {
+            if let Some(replay) = &mut turn.replay {
+                *replay = dir.join(&*replay);
+            }
+        }
+        Ok(script)
+    }
+
     pub fn from_json(text: &str) -> Result<Self, String> {
         let script: Self =
             serde_json::from_str(text).map_err(|e| format!("bad model script: {e}"))?;
+        if let Some(i) = script
+            .turns
+            .iter()
+            .position(|t| t.replay.is_some() && t.reply.is_some())
+        {
+            return Err(format!(
+                "bad model script: turn {i} has both `replay` and `reply`"
+            ));
+        }
         if let Some(i) = script.side.iter().position(|t| t.expect.is_none()) {
             return Err(format!(
                 "bad model script: side turn {i} has no `expect` (it would answer everything)"

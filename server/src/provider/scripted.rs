@@ -85,7 +85,7 @@ impl Provider for Scripted {
         request: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<EventStream, ProviderError>> {
         Box::pin(async move {
-            let body = super::openai::request_body(request);
+            let body = super::openai::request_body(request, super::openai::LimitField::MaxTokens);
             let turn = match self.script.side_turn(&body) {
                 Some((_, side)) => Some(side.clone()),
                 None => {
@@ -112,6 +112,7 @@ impl Provider for Scripted {
             if fault.context_overflow {
                 return Err(ProviderError::ContextOverflow {
                     message: "the scripted model's context is full".into(),
+                    window: None,
                 });
             }
             if let Some(status) = fault.status {
@@ -120,10 +121,18 @@ impl Provider for Scripted {
                     .map(Duration::from_millis)
                     .or(fault.retry_after_s.map(Duration::from_secs));
                 let body = fault
-                    .body
-                    .clone()
+                    .body_json
+                    .as_ref()
+                    .map(|v| v.to_string())
+                    .or(fault.body.clone())
                     .unwrap_or_else(|| "scripted fault".into());
                 return Err(super::classify(status, &body, after, None));
+            }
+            if let Some(path) = &turn.replay {
+                let captured = std::fs::read(path).map_err(|e| ProviderError::Other {
+                    message: format!("cannot read the replay {}: {e}", path.display()),
+                })?;
+                return Ok(super::openai::replay(captured));
             }
             let reply = turn.reply.clone().unwrap_or_else(|| Reply {
                 text: "This answer is cut off in the middle of a sentence because".into(),

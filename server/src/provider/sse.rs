@@ -26,14 +26,23 @@ pub trait Decode: Send + 'static {
 pub async fn answer(
     http: reqwest::RequestBuilder,
     key_env: Option<&str>,
-    mut decoder: impl Decode,
+    decoder: impl Decode,
 ) -> Result<EventStream, ProviderError> {
     let resp = super::send(http, key_env).await?;
-    let events = events(resp)
+    Ok(read(resp.bytes_stream(), decoder))
+}
+
+/// A body's events read with `decoder`; the stream stops after the first error.
+pub fn read<S, E>(body: S, mut decoder: impl Decode) -> EventStream
+where
+    S: Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let events = decode(body)
         .map(Some)
         .chain(futures::stream::once(async { None }));
     let mut failed = false;
-    Ok(events
+    events
         .flat_map(move |item| {
             if failed {
                 return futures::stream::iter(Vec::new());
@@ -46,13 +55,7 @@ pub async fn answer(
             failed = out.iter().any(|r| r.is_err());
             futures::stream::iter(out)
         })
-        .boxed())
-}
-
-pub fn events(
-    resp: reqwest::Response,
-) -> impl Stream<Item = Result<SseEvent, ProviderError>> + Send {
-    decode(resp.bytes_stream())
+        .boxed()
 }
 
 /// The events of a body's byte stream.
@@ -70,6 +73,9 @@ where
             // Garbage, not a broken connection: asking again would bring the same.
             eventsource_stream::EventStreamError::Transport(BodyError::Oversized(message)) => {
                 ProviderError::Other { message }
+            }
+            eventsource_stream::EventStreamError::Transport(BodyError::Transport(message)) => {
+                ProviderError::StreamBroken { message }
             }
             e => ProviderError::StreamBroken {
                 message: e.to_string(),
@@ -146,8 +152,12 @@ where
                         }
                     }
                     Some(Err(e)) => {
+                        // reqwest words a dropped connection "error decoding response body".
                         st.done = true;
-                        return Some((Err(BodyError::Transport(e.to_string())), st));
+                        let message = format!(
+                            "the server closed the stream before the answer was complete ({e})"
+                        );
+                        return Some((Err(BodyError::Transport(message)), st));
                     }
                     None => {
                         st.done = true;

@@ -156,6 +156,9 @@ pub struct ToolContext {
     pub editor: Arc<dyn EditorPort>,
     /// Where full outputs of cut results are kept (`$AGENT_LSP_DATA_DIR/tool-output`).
     pub output_dir: PathBuf,
+    /// The most bytes one result may hand the model ([`truncate::MAX_BYTES`], less for a
+    /// small context window: see [`truncate::limit_for`]).
+    pub output_bytes: usize,
     pub cancel: CancellationToken,
     pub files: Arc<FileState>,
     pub todos: Arc<Mutex<Vec<Todo>>>,
@@ -203,6 +206,7 @@ impl ToolContext {
             policy: Policy::new(config),
             editor,
             output_dir,
+            output_bytes: truncate::MAX_BYTES,
             cancel: CancellationToken::new(),
             files: Arc::new(FileState::default()),
             todos: Arc::default(),
@@ -412,9 +416,12 @@ impl Registry {
             reg.tools.push(Box::new(journal::JournalWrite));
             reg.tools.push(Box::new(journal::JournalSearch));
             reg.tools.push(Box::new(journal::JournalRead));
-            reg = Self::with(reg.tools);
         }
-        reg
+        // `[tools]`: a name's own entry, else `"*"`, else offered.
+        let default = config.tools.get("*").copied().unwrap_or(true);
+        reg.tools
+            .retain(|t| config.tools.get(t.name()).copied().unwrap_or(default));
+        Self::with(reg.tools)
     }
 
     pub fn with(tools: Vec<Box<dyn Tool>>) -> Self {
@@ -537,8 +544,13 @@ impl Registry {
         }
         match (prepared.run)(ctx).await {
             Ok(out) => {
-                let cut =
-                    truncate::truncate(&out.output, out.keep_tail, &ctx.output_dir, &ctx.call_id);
+                let cut = truncate::truncate(
+                    &out.output,
+                    out.keep_tail,
+                    ctx.output_bytes,
+                    &ctx.output_dir,
+                    &ctx.call_id,
+                );
                 CallResult {
                     status: CallStatus::Completed,
                     title: out.title,
@@ -554,6 +566,7 @@ impl Registry {
                 let mut r = CallResult::error(truncate::truncate(
                     &e.0,
                     true,
+                    ctx.output_bytes,
                     &ctx.output_dir,
                     &ctx.call_id,
                 ));

@@ -38,19 +38,33 @@ fn tail(text: &str, max_lines: usize, max_bytes: usize) -> &str {
     &text[start..]
 }
 
-/// `text` if within the limits; else the cut version, with the full text saved.
-pub fn truncate(text: &str, keep_tail: bool, dir: &Path, call_id: &str) -> String {
+/// The most bytes one result may take in a window whose input may use `usable_input`
+/// tokens: about half of it (a token is some four bytes), within 1 KiB and [`MAX_BYTES`] —
+/// one output must never fill a small local model's window.
+pub fn limit_for(usable_input: u32) -> usize {
+    (usable_input as usize * 2).clamp(1024, MAX_BYTES)
+}
+
+/// `text` if within [`MAX_LINES`] and `max_bytes`; else the cut version, with the full
+/// text saved.
+pub fn truncate(
+    text: &str,
+    keep_tail: bool,
+    max_bytes: usize,
+    dir: &Path,
+    call_id: &str,
+) -> String {
     let lines = text.lines().count();
-    if lines <= MAX_LINES && text.len() <= MAX_BYTES {
+    if lines <= MAX_LINES && text.len() <= max_bytes {
         return text.to_string();
     }
     let saved = save(text, dir, call_id);
     let (h, t) = if keep_tail {
-        let h = head(text, MAX_LINES / 2, MAX_BYTES / 2);
-        let t = tail(&text[h.len()..], MAX_LINES / 2, MAX_BYTES / 2);
+        let h = head(text, MAX_LINES / 2, max_bytes / 2);
+        let t = tail(&text[h.len()..], MAX_LINES / 2, max_bytes / 2);
         (h, t)
     } else {
-        (head(text, MAX_LINES, MAX_BYTES), "")
+        (head(text, MAX_LINES, max_bytes), "")
     };
     let kept_lines = h.lines().count() + t.lines().count();
     let cut_lines = lines.saturating_sub(kept_lines);
@@ -148,7 +162,10 @@ mod tests {
     #[test]
     fn short_text_is_untouched() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(truncate("a\nb\n", true, dir.path(), "c"), "a\nb\n");
+        assert_eq!(
+            truncate("a\nb\n", true, MAX_BYTES, dir.path(), "c"),
+            "a\nb\n"
+        );
         assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
     }
 
@@ -156,7 +173,7 @@ mod tests {
     fn long_output_keeps_head_and_tail_and_saves_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
-        let cut = truncate(&text, true, dir.path(), "call/1");
+        let cut = truncate(&text, true, MAX_BYTES, dir.path(), "call/1");
         assert!(cut.starts_with("line 0\n"));
         assert!(cut.ends_with("line 9999\n"));
         assert!(cut.lines().count() <= MAX_LINES + 2);
@@ -169,10 +186,22 @@ mod tests {
     }
 
     #[test]
+    fn a_small_window_gets_a_smaller_cut() {
+        assert_eq!(limit_for(200_000), MAX_BYTES);
+        assert_eq!(limit_for(100), 1024);
+        assert_eq!(limit_for(2_048), 4_096);
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
+        let cut = truncate(&text, false, limit_for(2_048), dir.path(), "c");
+        assert!(cut.len() <= 4_096 + 300, "{}", cut.len());
+        assert!(cut.starts_with("line 0\n"));
+    }
+
+    #[test]
     fn one_huge_line_is_cut_by_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let text = "x".repeat(200_000);
-        let cut = truncate(&text, false, dir.path(), "c");
+        let cut = truncate(&text, false, MAX_BYTES, dir.path(), "c");
         assert!(
             cut.len() < 1000,
             "no whole line fits; only the note remains"

@@ -30,10 +30,7 @@ struct Args {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let script = match std::fs::read_to_string(&args.script)
-        .map_err(|e| format!("cannot read {}: {e}", args.script.display()))
-        .and_then(|text| Script::from_json(&text))
-    {
+    let script = match Script::from_file(&args.script) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("fake-llm: {e}");
