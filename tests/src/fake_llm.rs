@@ -79,6 +79,7 @@ pub fn router(script: Script, format: Format, record: Option<PathBuf>) -> std::i
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/props", get(props))
+        .route("/_fake/slow/{ms}", get(slow_page))
         .route("/api/show", post(ollama_show))
         .route("/api/ps", get(ollama_ps))
         .route("/api/v0/models/{*id}", get(lmstudio_model))
@@ -86,6 +87,31 @@ pub fn router(script: Script, format: Format, record: Option<PathBuf>) -> std::i
         // Model servers take big requests (and answer "context too long" when they must).
         .layer(axum::extract::DefaultBodyLimit::max(512 * 1024 * 1024))
         .with_state(state))
+}
+
+/// A page that takes `ms` to come: recorded when asked (`received_unix_us`), so that
+/// tests see whether calls overlapped.
+async fn slow_page(
+    State(state): State<AppState>,
+    axum::extract::Path(ms): axum::extract::Path<u64>,
+    uri: axum::http::Uri,
+) -> Response {
+    {
+        let mut shared = state.lock().unwrap();
+        let rec = Recorded {
+            turn: None,
+            side: None,
+            path: uri.path().to_string(),
+            body: Value::Null,
+            error: None,
+            received_unix_us: 0,
+        };
+        record(&mut shared, rec);
+    }
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("text/plain"));
+    (StatusCode::OK, headers, format!("a page that took {ms} ms")).into_response()
 }
 
 /// The script's `server`, when it imitates `flavor`.

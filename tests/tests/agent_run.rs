@@ -712,3 +712,87 @@ fn memory_blocks_are_seeded_shown_edited_within_limits_and_logged() {
         std::fs::read(ws.join(".git/info/exclude")).unwrap()
     );
 }
+
+#[test]
+fn read_only_calls_of_one_answer_run_at_once_and_writes_keep_their_place() {
+    const SLOW_MS: u64 = 600;
+    let llm = FakeLlm::start(&json!({"turns": []}), "openai");
+    let page = |n: u32| format!("{}/_fake/slow/{SLOW_MS}?page={n}", llm.url);
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [
+            {"name": "webfetch", "arguments": {"url": page(1), "format": "text"}},
+            {"name": "webfetch", "arguments": {"url": page(2), "format": "text"}},
+            {"name": "webfetch", "arguments": {"url": page(3), "format": "text"}},
+            {"name": "write", "arguments": {"filePath": "notes.txt", "content": "written in between\n"}},
+            {"name": "read", "arguments": {"filePath": "notes.txt"}},
+            {"name": "grep", "arguments": {"pattern": "between"}}
+        ]}},
+        {"expect": {"last_message_contains": "notes.txt"}, "reply": {"text": "done"}}
+    ]});
+    // The pages come from a second fake, so the script can name the first one's address.
+    let pages = llm;
+    let llm = FakeLlm::start(&script, "openai");
+    let env = setup(&llm, "openai", "webfetch_allow_hosts = [\"127.0.0.1\"]\n");
+    let r = run(&env, &["--yes", "fetch three pages, then note"]);
+    assert_eq!(r.code, 0, "{}\n{:?}", r.stderr, r.lines);
+    // The three fetches were all asked before the first could have answered.
+    let asked: Vec<u64> = pages
+        .requests()
+        .iter()
+        .filter(|q| q.path.starts_with("/_fake/slow"))
+        .map(|q| q.received_unix_us)
+        .collect();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    let spread = asked.iter().max().unwrap() - asked.iter().min().unwrap();
+    assert!(
+        spread < SLOW_MS * 1000,
+        "the fetches overlapped: {spread} µs apart"
+    );
+    // Results in the model's order; the write ran before the read that sees it.
+    let results = r.of_type("tool_result");
+    let names: Vec<_> = results
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["webfetch", "webfetch", "webfetch", "write", "read", "grep"]
+    );
+    assert!(
+        results.iter().all(|t| t["status"] == "completed"),
+        "{results:?}"
+    );
+    assert!(
+        results[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("took 600 ms")
+    );
+    assert!(
+        results[4]["output"]
+            .as_str()
+            .unwrap()
+            .contains("written in between")
+    );
+    let next = &llm.requests()[1].body;
+    let ids: Vec<_> = next["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 6);
+    let asked_ids: Vec<_> = next["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_calls"].is_array())
+        .unwrap()["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, asked_ids, "results in the order of the calls");
+}

@@ -27,6 +27,11 @@ pub(super) enum CallEnd {
     },
 }
 
+/// The call's arguments as the editor is shown them: the JSON, else the raw text.
+fn shown_input(call: &PendingCall) -> Value {
+    serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()))
+}
+
 /// The tool part's data: the call, and once it ran its result.
 fn call_data(call: &PendingCall) -> Value {
     json!({"callId": call.id, "name": call.name, "input": call.arguments})
@@ -44,9 +49,32 @@ impl Agent {
         ctx: &mut ToolContext,
         recent: &mut Vec<(String, String)>,
     ) -> Result<CallEnd> {
+        let Some(part_id) = self.admit_call(sid, message_id, call, ctx, recent).await? else {
+            return Ok(CallEnd::Refused);
+        };
+        let result = self
+            .execute_call(sid, &part_id, call, list_version, ctx)
+            .await?;
+        self.record_result(sid, part_id, call, &result, ctx)?;
+        let files = result.files_changed;
+        Ok(match result.status {
+            CallStatus::Stopped => CallEnd::Stopped { files },
+            _ => CallEnd::Ran { files },
+        })
+    }
+
+    /// Records the call pending and checks it against the doom loop: its part's id when it
+    /// may run; `None` when it was refused (its part then says why).
+    pub(super) async fn admit_call(
+        &self,
+        sid: &str,
+        message_id: &str,
+        call: &PendingCall,
+        ctx: &ToolContext,
+        recent: &mut Vec<(String, String)>,
+    ) -> Result<Option<String>> {
         let part_id = new_id();
-        let input: Value =
-            serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
+        let input = shown_input(call);
         let pending = Event::PartAdded {
             part_id: part_id.clone(),
             message_id: message_id.into(),
@@ -56,35 +84,43 @@ impl Agent {
         };
         self.append(sid, vec![pending])?;
         self.publish_call(sid, call, &input, PartStatus::Pending);
-        if let Some(output) = self.doom_loop(sid, call, ctx, recent).await {
-            let mut data = call_data(call);
-            data["output"] = json!(output);
-            let refused = Event::PartUpdated {
-                part_id,
-                data: Some(data),
-                status: Some(PartStatus::Error),
-            };
-            self.append(sid, vec![refused])?;
-            self.publish_result(sid, call, PartStatus::Error, "", &output, None);
-            return Ok(CallEnd::Refused);
-        }
+        let Some(output) = self.doom_loop(sid, call, ctx, recent).await else {
+            return Ok(Some(part_id));
+        };
+        let mut data = call_data(call);
+        data["output"] = json!(output);
+        let refused = Event::PartUpdated {
+            part_id,
+            data: Some(data),
+            status: Some(PartStatus::Error),
+        };
+        self.append(sid, vec![refused])?;
+        self.publish_result(sid, call, PartStatus::Error, "", &output, None);
+        Ok(None)
+    }
+
+    /// Marks an admitted call running and runs it (its result is recorded apart, in the
+    /// model's order: see [`Self::record_result`]).
+    pub(super) async fn execute_call(
+        &self,
+        sid: &str,
+        part_id: &str,
+        call: &PendingCall,
+        list_version: u64,
+        ctx: &ToolContext,
+    ) -> Result<CallResult> {
         let running = Event::PartUpdated {
-            part_id: part_id.clone(),
+            part_id: part_id.into(),
             data: None,
             status: Some(PartStatus::Running),
         };
         self.append(sid, vec![running])?;
+        let input = shown_input(call);
         self.publish_call(sid, call, &input, PartStatus::Running);
-        let result = self
+        Ok(self
             .registry
             .call(&call.name, &call.arguments, list_version, ctx)
-            .await;
-        self.record_result(sid, part_id, call, &result, ctx)?;
-        let files = result.files_changed;
-        Ok(match result.status {
-            CallStatus::Stopped => CallEnd::Stopped { files },
-            _ => CallEnd::Ran { files },
-        })
+            .await)
     }
 
     /// The same call three times in a row: asks before letting the model spin. `Some`: why
@@ -130,7 +166,7 @@ impl Agent {
 
     /// Records a finished call and what it implies: grants (project-wide), memory
     /// provenance and the todo list (the session's).
-    fn record_result(
+    pub(super) fn record_result(
         &self,
         sid: &str,
         part_id: String,

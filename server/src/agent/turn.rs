@@ -202,8 +202,8 @@ impl Agent {
         Ok(())
     }
 
-    /// Runs the calls in order; stops early on cancel, when the user stops the turn, or
-    /// when a record cannot be written.
+    /// Runs the calls in the model's order — a run of read-only calls at once — and stops
+    /// early on cancel, when the user stops the turn, or when a record cannot be written.
     async fn run_calls(
         &self,
         sid: &str,
@@ -214,12 +214,13 @@ impl Agent {
     ) -> Ran {
         let list_version = self.registry.version();
         let mut ran = Ran::default();
-        for (i, call) in calls.iter().enumerate() {
+        let mut i = 0;
+        while i < calls.len() {
             if ctx.cancel.is_cancelled() {
                 // Calls not started yet are recorded as interrupted, never run.
-                let later = calls[i..].iter();
                 let why = "interrupted: the turn was cancelled";
-                if let Some(e) = later
+                if let Some(e) = calls[i..]
+                    .iter()
                     .map(|c| self.record_unrun(sid, message_id, c, why))
                     .find_map(|r| r.err())
                 {
@@ -227,6 +228,25 @@ impl Agent {
                 }
                 break;
             }
+            let together = calls[i..]
+                .iter()
+                .take_while(|c| self.registry.runs_concurrently(&c.name))
+                .count();
+            if together >= 2 {
+                let batch = &calls[i..i + together];
+                i += together;
+                match self
+                    .run_together(sid, message_id, batch, list_version, ctx, recent)
+                    .await
+                {
+                    Ok(false) => continue,
+                    Ok(true) => ran.end = Some(stopped_by_user()),
+                    Err(e) => ran.end = Some(self.fail(sid, e.to_string())),
+                }
+                break;
+            }
+            let call = &calls[i];
+            i += 1;
             ctx.call_id = call.id.clone();
             ctx.message_id = message_id.to_string();
             ran.unreported |= self.registry.changes_unreported_files(&call.name);
@@ -238,10 +258,7 @@ impl Agent {
                 Ok(CallEnd::Refused) => {}
                 Ok(CallEnd::Stopped { files }) => {
                     ran.written.extend(files);
-                    ran.end = Some(TurnOutcome {
-                        end: TurnEnd::Cancelled,
-                        error: Some("the user rejected a tool call and stopped the turn".into()),
-                    });
+                    ran.end = Some(stopped_by_user());
                     break;
                 }
                 Err(e) => {
@@ -251,6 +268,43 @@ impl Agent {
             }
         }
         ran
+    }
+
+    /// Read-only calls of one answer, at once: admitted (the doom-loop check) one by one,
+    /// run concurrently, each with its own context, and recorded in the model's order.
+    /// Whether the user stopped the turn in one of them.
+    async fn run_together(
+        &self,
+        sid: &str,
+        message_id: &str,
+        calls: &[PendingCall],
+        list_version: u64,
+        ctx: &mut ToolContext,
+        recent: &mut Vec<(String, String)>,
+    ) -> Result<bool> {
+        let mut admitted = Vec::new();
+        for call in calls {
+            if let Some(part_id) = self.admit_call(sid, message_id, call, ctx, recent).await? {
+                admitted.push((call, part_id));
+            }
+        }
+        let runs = admitted.iter().map(|(call, part_id)| {
+            let mut own = ctx.clone();
+            own.call_id = call.id.clone();
+            own.message_id = message_id.to_string();
+            async move {
+                self.execute_call(sid, part_id, call, list_version, &own)
+                    .await
+            }
+        });
+        let results = futures::future::join_all(runs).await;
+        let mut stopped = false;
+        for ((call, part_id), result) in admitted.into_iter().zip(results) {
+            let result = result?;
+            stopped |= result.status == crate::tools::CallStatus::Stopped;
+            self.record_result(sid, part_id, call, &result, ctx)?;
+        }
+        Ok(stopped)
     }
 
     /// After a step: a snapshot (only the files the tools wrote when no command ran, the
@@ -389,6 +443,14 @@ impl Agent {
                 false
             }
         }
+    }
+}
+
+/// How a turn ends when the user rejected a call and stopped it.
+fn stopped_by_user() -> TurnOutcome {
+    TurnOutcome {
+        end: TurnEnd::Cancelled,
+        error: Some("the user rejected a tool call and stopped the turn".into()),
     }
 }
 

@@ -212,6 +212,7 @@ impl TypedTool for MemoryUpdate {
 impl TypedTool for MemoryRead {
     type Args = ReadArgs;
     const NAME: &'static str = "memory_read";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Looks up remembered facts by their words (any order; forms of a word match).".into()
@@ -329,6 +330,7 @@ impl TypedTool for MemoryIrrelevant {
 impl TypedTool for MemoryWhy {
     type Args = IdArgs;
     const NAME: &'static str = "memory_why";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Shows where a remembered fact came from: who wrote it, in which session, when, how \

@@ -78,6 +78,7 @@ pub fn matcher(pattern: &str) -> Result<(globset::GlobMatcher, bool), ToolError>
 impl TypedTool for Glob {
     type Args = Args;
     const NAME: &'static str = "glob";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         format!(

@@ -94,6 +94,7 @@ fn search(
 impl TypedTool for Grep {
     type Args = Args;
     const NAME: &'static str = "grep";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         format!(

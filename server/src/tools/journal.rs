@@ -104,6 +104,7 @@ pub struct JournalSearch;
 impl TypedTool for JournalSearch {
     type Args = SearchArgs;
     const NAME: &'static str = "journal_search";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Searches the user's journal (entries from every project) and returns the best \
@@ -176,6 +177,7 @@ pub struct JournalRead;
 impl TypedTool for JournalRead {
     type Args = ReadArgs;
     const NAME: &'static str = "journal_read";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Reads one journal entry whole: its title, date, project, tags and body.".into()

@@ -54,6 +54,7 @@ fn written(b: Block, verb: &str) -> ToolOutput {
 impl TypedTool for MemoryList {
     type Args = ListArgs;
     const NAME: &'static str = "memory_list";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Lists your memory blocks (what you keep about the user and this project across \

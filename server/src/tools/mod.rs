@@ -149,7 +149,9 @@ impl FileState {
     }
 }
 
-/// Everything a tool call may use.
+/// Everything a tool call may use. Calls run at once (see [`Registry::runs_concurrently`])
+/// each get a clone: the shared parts are behind `Arc`s.
+#[derive(Clone)]
 pub struct ToolContext {
     pub boundary: Boundary,
     pub policy: Policy,
@@ -177,6 +179,8 @@ pub struct ToolContext {
     pub state_file: PathBuf,
     /// The journal, when it is on.
     pub journal: Option<JournalSource>,
+    /// Held while a permission is asked: calls running at once ask one after the other.
+    pub asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Where the journal tools write and search, and what each entry says about where it came
@@ -221,6 +225,7 @@ impl ToolContext {
             recall: None,
             state_file: config.state_file.clone(),
             journal: None,
+            asking: Arc::default(),
         }
     }
 
@@ -272,6 +277,9 @@ pub trait TypedTool: Send + Sync + 'static {
     /// Whether a call may change files it does not report (a command): the snapshot after
     /// it scans the whole tree instead of the reported files.
     const CHANGES_UNREPORTED_FILES: bool = false;
+    /// Whether a call only looks (changes no file, no state the model relies on, asks
+    /// nothing but a permission): such calls of one answer run at once.
+    const READ_ONLY: bool = false;
     fn description(&self, ctx: &ToolContext) -> String;
     fn prepare(&self, args: Self::Args, ctx: &ToolContext) -> Result<Prepared, ToolError>;
 }
@@ -280,6 +288,7 @@ pub trait TypedTool: Send + Sync + 'static {
 pub trait Tool: Send + Sync {
     fn name(&self) -> &'static str;
     fn changes_unreported_files(&self) -> bool;
+    fn read_only(&self) -> bool;
     fn description(&self, ctx: &ToolContext) -> String;
     fn parameters(&self) -> Value;
     fn prepare_value(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError>;
@@ -292,6 +301,10 @@ impl<T: TypedTool> Tool for T {
 
     fn changes_unreported_files(&self) -> bool {
         T::CHANGES_UNREPORTED_FILES
+    }
+
+    fn read_only(&self) -> bool {
+        T::READ_ONLY
     }
 
     fn description(&self, ctx: &ToolContext) -> String {
@@ -442,6 +455,15 @@ impl Registry {
             .any(|t| t.name() == name && t.changes_unreported_files())
     }
 
+    /// Whether calls of `name` may run at the same time as other such calls (read-only
+    /// tools); an unknown name may (it only answers an error).
+    pub fn runs_concurrently(&self, name: &str) -> bool {
+        self.tools
+            .iter()
+            .find(|t| t.name() == name)
+            .is_none_or(|t| t.read_only())
+    }
+
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|t| t.name()).collect()
     }
@@ -513,6 +535,7 @@ impl Registry {
                         tool_call_id: Some(ctx.call_id.clone()).filter(|s| !s.is_empty()),
                         ..req.clone()
                     };
+                    let _one_ask_at_a_time = ctx.asking.lock().await;
                     let reply = tokio::select! {
                         reply = ctx.editor.ask_permission(req) => reply,
                         _ = ctx.cancel.cancelled() => PermissionReply::Reject { message: None },

@@ -68,6 +68,7 @@ pub fn number_lines(text: &str, first: usize, limit: usize) -> (String, usize, u
 impl TypedTool for Read {
     type Args = Args;
     const NAME: &'static str = "read";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Reads a file and returns its lines numbered as `00001| text`. Reads up to 2000 lines \

@@ -28,6 +28,7 @@ pub struct Recall;
 impl TypedTool for Recall {
     type Args = Args;
     const NAME: &'static str = "recall";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Searches the record of this and earlier sessions (messages and tool results, also \

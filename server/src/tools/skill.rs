@@ -78,6 +78,7 @@ pub fn discover(dirs: &[PathBuf]) -> Vec<SkillInfo> {
 impl TypedTool for Skill {
     type Args = Args;
     const NAME: &'static str = "skill";
+    const READ_ONLY: bool = true;
 
     fn description(&self, ctx: &ToolContext) -> String {
         let skills = discover(&ctx.skill_dirs);

@@ -112,6 +112,7 @@ impl TypedTool for TodoWrite {
 impl TypedTool for TodoRead {
     type Args = ReadArgs;
     const NAME: &'static str = "todoread";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Shows the session's todo list.".into()

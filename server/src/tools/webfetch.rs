@@ -144,6 +144,7 @@ fn to_text(html: &str) -> String {
 impl TypedTool for WebFetch {
     type Args = Args;
     const NAME: &'static str = "webfetch";
+    const READ_ONLY: bool = true;
 
     fn description(&self, _: &ToolContext) -> String {
         "Fetches a web page (http/https) and returns it as markdown (default), text or html. \
