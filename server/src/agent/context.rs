@@ -181,7 +181,12 @@ pub fn build_request(
         .mode
         .clone()
         .unwrap_or_else(|| agent.config.mode.clone());
-    let mut system = vec![super::prompts::system(&mode)];
+    let tool_names = agent.registry.names();
+    let setting = super::prompts::Setting {
+        mode: &mode,
+        tools: &tool_names,
+    };
+    let mut system = vec![super::prompts::system(&agent.model(), &setting)];
     if let Some(epoch) = &epoch {
         system.push(epoch.baseline.clone());
         system.extend(epoch.summary.clone());

@@ -207,7 +207,8 @@ impl TypedTool for Bash {
         "Runs a shell command (bash -c) in the workspace and returns its combined output and \
          exit code. Default timeout 2 minutes (at most 10). Long output is cut, keeping the \
          start and the end. Do not use it to read, search or edit files: use the read, grep, \
-         glob and edit tools."
+         glob and edit tools. Use it to build, test, lint and inspect (git status, \
+         git diff); no interactive commands; never commit or push unless the user asks."
             .into()
     }
 

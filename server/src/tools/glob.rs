@@ -83,7 +83,8 @@ impl TypedTool for Glob {
     fn description(&self, _: &ToolContext) -> String {
         format!(
             "Finds files by name pattern (e.g. `**/*.rs`), newest first, at most {MAX_RESULTS}. \
-             Files ignored by .gitignore are skipped."
+             Files ignored by .gitignore are skipped. Use it to \
+             find files; use `grep` to find what is in them."
         )
     }
 

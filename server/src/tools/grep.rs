@@ -100,7 +100,8 @@ impl TypedTool for Grep {
         format!(
             "Searches file contents with a regular expression; prints `path:line: text`, files \
              changed most recently first, at most {MAX_MATCHES} matches. Files ignored by \
-             .gitignore and binary files are skipped. `include` filters file names by glob."
+             .gitignore and binary files are skipped. `include` filters file names by glob. \
+             Use it, not `bash` with grep or rg, to find definitions, callers and uses."
         )
     }
 

@@ -22,7 +22,8 @@ impl TypedTool for QuestionTool {
 
     fn description(&self, _: &ToolContext) -> String {
         "Asks the user one or more questions (with options to choose from, or free text) and \
-         waits for the answers. Use it when a decision is theirs to make."
+         waits for the answers. Use it when the request is ambiguous or a decision is theirs to \
+         make; not for what you can find out with the other tools."
             .into()
     }
 

@@ -74,7 +74,8 @@ impl TypedTool for Read {
         "Reads a file and returns its lines numbered as `00001| text`. Reads up to 2000 lines \
          from `offset` (1-based); use offset and limit for long files. Lines over 2000 \
          characters are cut. When the file is open in the editor, its unsaved text is read. \
-         Reading a folder lists its entries."
+         Reading a folder lists its entries. Read several files in one step when you need \
+         them all (the reads run at once)."
             .into()
     }
 

@@ -76,7 +76,8 @@ impl TypedTool for TodoWrite {
 
     fn description(&self, _: &ToolContext) -> String {
         "Replaces the session's todo list. Use it to plan multi-step work and keep it current: \
-         one item in_progress at a time, mark items completed as soon as they are done."
+         one item in_progress at a time, mark items completed as soon as they are done. Skip it for \
+         a task of one or two steps."
             .into()
     }
 

@@ -148,7 +148,8 @@ impl TypedTool for WebFetch {
 
     fn description(&self, _: &ToolContext) -> String {
         "Fetches a web page (http/https) and returns it as markdown (default), text or html. \
-         At most 5 MB; addresses inside private networks are refused."
+         At most 5 MB; addresses inside private networks are refused. Use it for documentation or pages the \
+         user names, not for the workspace's own files."
             .into()
     }
 

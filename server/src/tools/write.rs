@@ -24,7 +24,7 @@ impl TypedTool for Write {
 
     fn description(&self, _: &ToolContext) -> String {
         "Writes a whole file, creating it (and its folders) or replacing it. Prefer `edit` for \
-         changes to an existing file. An existing file keeps its line endings and BOM."
+         changes to an existing file (`write` resends the whole text). An existing file keeps its line endings and BOM."
             .into()
     }
 
