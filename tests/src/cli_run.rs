@@ -60,6 +60,15 @@ impl Run {
         assert_eq!(last["type"], "done", "the last line is done: {last}");
         last
     }
+    /// The message of the run's first error line.
+    pub fn error(&self) -> String {
+        let errors = self.of_type("error");
+        let first = errors
+            .first()
+            .unwrap_or_else(|| panic!("no error line: {:?}", self.lines));
+        first["message"].as_str().unwrap_or_default().to_string()
+    }
+
     pub fn session(&self) -> String {
         self.lines[0]["session_id"].as_str().unwrap().to_string()
     }
