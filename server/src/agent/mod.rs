@@ -312,8 +312,6 @@ impl Agent {
         }
     }
 
-    /// The model's context window and answer budget (config, else known names, else a
-    /// fallback).
     /// The window and the answer's limit: the configuration's, else what an overflow error
     /// or the server said, else the model name's (see [`crate::tokens::Limits`]).
     pub fn limits(&self) -> crate::tokens::Limits {

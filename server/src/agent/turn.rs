@@ -186,9 +186,7 @@ impl Agent {
         let limit = self.limits().max_output_tokens;
         let (whole, cut): (Vec<_>, Vec<_>) = std::mem::take(&mut answer.calls)
             .into_iter()
-            .partition(|c| {
-                serde_json::from_str::<serde_json::Value>(&c.arguments).is_ok_and(|v| v.is_object())
-            });
+            .partition(|c| crate::provider::arguments_object(&c.arguments).is_some());
         answer.calls = whole;
         for call in &cut {
             tracing::warn!(session = %sid, tool = %call.name, "a tool call was cut off at the output limit");

@@ -31,15 +31,20 @@ pub struct ToolCallMsg {
     pub arguments: String,
 }
 
+/// A call's argument text as the JSON object it should be; `None` when it is not one (a
+/// call cut off inside its arguments, or a model that wrote garbage).
+pub fn arguments_object(text: &str) -> Option<serde_json::Value> {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .filter(serde_json::Value::is_object)
+}
+
 impl ToolCallMsg {
     /// The arguments as a JSON object to send back: what the model wrote when it is one,
     /// else `{}` — servers refuse a history whose arguments do not parse (llama.cpp answers
     /// every later request with HTTP 500), and a call cut off mid-argument is common.
     pub fn input_object(&self) -> serde_json::Value {
-        serde_json::from_str::<serde_json::Value>(&self.arguments)
-            .ok()
-            .filter(serde_json::Value::is_object)
-            .unwrap_or_else(|| serde_json::json!({}))
+        arguments_object(&self.arguments).unwrap_or_else(|| serde_json::json!({}))
     }
 }
 
