@@ -15,6 +15,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_lsp_tests::cli_run::point_at;
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::json;
 
@@ -34,10 +35,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn configure(env: &TestEnv, llm: &FakeLlm) {
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-        llm.url
-    ));
+    point_at(env, llm, "");
 }
 
 // The children are reaped by `wait_rss` (wait4), which clippy cannot see.

@@ -1,24 +1,22 @@
 //! `agent-lsp run --json` driven from tests: a workspace pointed at fake-llm, the run's
 //! JSON lines, and the stored session.
 
-use std::process::{Child, Stdio};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::process::{FakeLlm, TestEnv};
+use crate::process::{FakeLlm, ModelServer, TestEnv};
 
 pub const FORMATS: [&str; 2] = ["openai", "anthropic"];
 
 /// A test workspace pointed at `llm` in `format`.
 pub fn setup(llm: &FakeLlm, format: &str, extra: &str) -> TestEnv {
     let env = TestEnv::new();
-    let base = if format == "openai" {
-        format!("{}/v1", llm.url)
-    } else {
-        llm.url.clone()
-    };
     env.write_user_config(&format!(
-        "provider = \"{format}\"\nmodel = \"fake-model\"\nbase_url = \"{base}\"\napi_key_env = \"FAKE_KEY\"\n{extra}"
+        "{}{extra}",
+        ModelServer::fake(llm, format).config()
     ));
     std::fs::create_dir_all(env.workspace().join("src")).unwrap();
     std::fs::write(
@@ -34,8 +32,8 @@ pub fn setup(llm: &FakeLlm, format: &str, extra: &str) -> TestEnv {
 /// more of the configuration.
 pub fn point_at(env: &TestEnv, llm: &FakeLlm, extra: &str) {
     env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n{extra}",
-        llm.url
+        "{}{extra}",
+        ModelServer::fake(llm, "openai").config()
     ));
 }
 
@@ -74,14 +72,19 @@ impl Run {
     }
 }
 
-pub fn spawn(env: &TestEnv, args: &[&str]) -> Child {
+/// `agent-lsp run --json --cwd WORKSPACE ARGS`, its output piped, `$FAKE_KEY` set.
+pub fn command(env: &TestEnv, args: &[&str]) -> Command {
     let mut cmd = env.command(&["run", "--json", "--cwd", env.workspace().to_str().unwrap()]);
     cmd.args(args)
         .env("FAKE_KEY", "test-key")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    cmd.spawn().expect("spawn agent-lsp run")
+    cmd
+}
+
+pub fn spawn(env: &TestEnv, args: &[&str]) -> Child {
+    command(env, args).spawn().expect("spawn agent-lsp run")
 }
 
 pub fn finish(child: Child) -> Run {
@@ -102,6 +105,81 @@ pub fn run(env: &TestEnv, args: &[&str]) -> Run {
     finish(spawn(env, args))
 }
 
+/// Runs `cmd` (from [`command`]) for at most `timeout`: the run, and why it failed when it
+/// timed out (it is killed), did not start or exited non-zero.
+pub fn run_within(mut cmd: Command, timeout: Duration) -> (Run, Option<String>) {
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let run = Run {
+                code: -1,
+                lines: Vec::new(),
+                stderr: String::new(),
+            };
+            return (run, Some(format!("agent-lsp did not start: {e}")));
+        }
+    };
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let run = Run {
+        code: status.and_then(|s| s.code()).unwrap_or(-1),
+        lines: stdout
+            .join()
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
+    let failure = match status {
+        None => Some(format!("timed out after {} s", timeout.as_secs())),
+        Some(_) if run.code == 0 => None,
+        Some(_) => {
+            let error = run
+                .of_type("error")
+                .last()
+                .and_then(|l| l["message"].as_str().map(str::to_string));
+            // Exit 3 has no error line: the done line's stop reason says why.
+            let stopped = || {
+                let done = run.of_type("done");
+                let reason = done.last()?["stop_reason"].as_str()?;
+                Some(match reason {
+                    "max_tokens" => "the answer hit the output limit (max_tokens)".to_string(),
+                    other => format!("stopped: {other}"),
+                })
+            };
+            let why = error
+                .or_else(stopped)
+                .unwrap_or_else(|| run.stderr.lines().last().unwrap_or_default().to_string());
+            Some(format!("agent-lsp exited {}: {why}", run.code))
+        }
+    };
+    (run, failure)
+}
+
+/// Reads a pipe to its end on a thread of its own, so neither pipe can fill and stall.
+pub fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_string(&mut s);
+        }
+        s
+    })
+}
+
 pub fn show(env: &TestEnv, session: &str) -> Value {
     let (code, out, err) = env.run(&["session", "show", session, "--json"]);
     assert_eq!(code, 0, "{err}");
@@ -116,4 +194,13 @@ pub fn parts<'a>(view: &'a Value, kind: &str) -> Vec<&'a Value> {
         .flat_map(|m| m["parts"].as_array().unwrap())
         .filter(|p| p["kind"] == kind)
         .collect()
+}
+
+/// `s` on one line, at most `max` characters: run output in a report's table.
+pub fn one_line(s: &str, max: usize) -> String {
+    let s = s.trim().replace('\n', " ");
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
 }

@@ -15,8 +15,9 @@ use std::fmt::Write as _;
 use agent_lsp::store::{Scope, Store};
 use serde_json::{Value, json};
 
+use crate::cli_run;
 use crate::fake_llm::Recorded;
-use crate::process::{FakeLlm, TestEnv};
+use crate::process::{FakeLlm, ModelServer, TestEnv};
 
 /// The planted facts: (fact, the question a person would ask, what a right answer names).
 pub const FACTS: [(&str, &str, &str); 20] = [
@@ -268,12 +269,8 @@ pub fn filler(seed: u64, words: usize) -> String {
 pub enum Endpoint {
     /// fake-llm, replaying a generated script (answers of filler text; generic observations).
     Fake,
-    /// An OpenAI-compatible server (Ollama, llama.cpp, vLLM, LM Studio, ...).
-    OpenAi {
-        base_url: String,
-        model: String,
-        api_key_env: Option<String>,
-    },
+    /// A real server.
+    Server(ModelServer),
 }
 
 #[derive(Debug, Clone)]
@@ -451,28 +448,22 @@ fn fake_script(pairs: &[(String, String)], window: u32) -> Value {
 }
 
 /// Runs one turn; returns the session id and the answer's text.
-fn turn(env: &TestEnv, session: Option<&str>, text: &str) -> (String, String) {
-    let mut args = vec!["run", "--json", "--yes"];
+fn turn(
+    env: &TestEnv,
+    server: &ModelServer,
+    session: Option<&str>,
+    text: &str,
+) -> (String, String) {
+    let mut args = vec!["--yes"];
     if let Some(s) = session {
         args.extend(["--session", s]);
     }
     args.push(text);
-    let (code, out, err) = env.run(&args);
-    assert_eq!(code, 0, "the turn failed: {err}\n{out}");
-    let lines: Vec<Value> = out
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let sid = lines[0]["session_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let answer = lines
-        .iter()
-        .filter(|l| l["type"] == "text")
-        .filter_map(|l| l["text"].as_str())
-        .collect();
-    (sid, answer)
+    let mut cmd = cli_run::command(env, &args);
+    cmd.envs(server.key());
+    let run = cli_run::finish(cmd.spawn().expect("spawn agent-lsp run"));
+    assert_eq!(run.code, 0, "the turn failed: {}", run.stderr);
+    (run.session(), run.text())
 }
 
 /// The share of `after`'s messages (as JSON text) that repeats `before`'s from the start.
@@ -515,30 +506,20 @@ pub fn run(opts: &Options) -> Report {
     let pairs = session(opts);
     let fake = matches!(opts.endpoint, Endpoint::Fake)
         .then(|| FakeLlm::start(&fake_script(&pairs, opts.window), "openai"));
-    let (base_url, model, key_env) = match (&opts.endpoint, &fake) {
-        (
-            Endpoint::OpenAi {
-                base_url,
-                model,
-                api_key_env,
-            },
-            _,
-        ) => (base_url.clone(), model.clone(), api_key_env.clone()),
-        (_, Some(llm)) => (format!("{}/v1", llm.url), "fake-model".into(), None),
+    let server = match (&opts.endpoint, &fake) {
+        (Endpoint::Server(server), _) => server.clone(),
+        (_, Some(llm)) => ModelServer::fake(llm, "openai"),
         _ => unreachable!("the fake runs when no endpoint is given"),
     };
     env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"{model}\"\nbase_url = \"{base_url}\"\n{}\
-         context_window = {}\nmax_output_tokens = 2048\nsnapshot = false\n",
-        key_env
-            .map(|k| format!("api_key_env = \"{k}\"\n"))
-            .unwrap_or_default(),
+        "{}context_window = {}\nmax_output_tokens = 2048\nsnapshot = false\n",
+        server.config(),
         opts.window
     ));
     let mut session_tokens = 0;
     let mut sid: Option<String> = None;
     for (prompt, answer) in &pairs {
-        let (id, said) = turn(&env, sid.as_deref(), prompt);
+        let (id, said) = turn(&env, &server, sid.as_deref(), prompt);
         session_tokens += agent_lsp::tokens::count(prompt)
             + agent_lsp::tokens::count(if fake.is_some() { answer } else { &said });
         sid = Some(id);
@@ -550,6 +531,7 @@ pub fn run(opts: &Options) -> Report {
     for (_, question, _) in FACTS {
         let (_, said) = turn(
             &env,
+            &server,
             Some(&sid),
             &format!("Question: {question}? Answer in a few words."),
         );

@@ -287,7 +287,17 @@ impl LspClient {
 
     /// Waits (at most [`DEFAULT_TIMEOUT`]) until `probe` returns something.
     pub async fn wait_until<T>(&self, what: &str, probe: impl Fn() -> Option<T>) -> T {
-        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        self.wait_until_within(what, DEFAULT_TIMEOUT, probe).await
+    }
+
+    /// Waits at most `timeout` until `probe` returns something; panics after.
+    pub async fn wait_until_within<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        probe: impl Fn() -> Option<T>,
+    ) -> T {
+        let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.changed.notified();
             if let Some(v) = probe() {
@@ -299,7 +309,7 @@ impl LspClient {
                 && tokio::time::Instant::now() >= deadline
             {
                 panic!(
-                    "timed out after {DEFAULT_TIMEOUT:?} waiting for {what}; stderr:\n{}",
+                    "timed out after {timeout:?} waiting for {what}; stderr:\n{}",
                     self.stderr()
                 );
             }

@@ -102,10 +102,7 @@ impl TestEnv {
     /// The editor tests' workspace: the user config points at `llm` (OpenAI format, key in
     /// `$FAKE_KEY`) and src/lib.rs says the answer is 41. Returns src/lib.rs.
     pub fn answer_workspace(&self, llm: &FakeLlm) -> PathBuf {
-        self.write_user_config(&format!(
-            "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-            llm.url
-        ));
+        self.write_user_config(&ModelServer::fake(llm, "openai").config());
         let file = self.workspace().join("src/lib.rs");
         std::fs::create_dir_all(file.parent().expect("src")).unwrap();
         std::fs::write(&file, "pub fn answer() -> u32 {\n    41\n}\n").unwrap();
@@ -149,6 +146,77 @@ impl TestEnv {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     }
+}
+
+/// The model server the agent under test is pointed at.
+#[derive(Debug, Clone)]
+pub struct ModelServer {
+    /// `provider` in the agent's configuration: "openai" (any compatible server) or
+    /// "anthropic".
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    /// The variable holding the server's key, if it needs one.
+    pub api_key_env: Option<String>,
+}
+
+impl ModelServer {
+    /// `llm`, speaking `format` ("openai" or "anthropic"), its key in `$FAKE_KEY`.
+    pub fn fake(llm: &FakeLlm, format: &str) -> Self {
+        Self {
+            provider: format.into(),
+            base_url: if format == "openai" {
+                format!("{}/v1", llm.url)
+            } else {
+                llm.url.clone()
+            },
+            model: "fake-model".into(),
+            api_key_env: Some("FAKE_KEY".into()),
+        }
+    }
+
+    /// The server's key variable and its value for the agent's environment: fake-llm's
+    /// test key, or the variable's value here (TestEnv clears the usual key variables).
+    pub fn key(&self) -> Option<(String, String)> {
+        let var = self.api_key_env.clone()?;
+        let value = match var.as_str() {
+            "FAKE_KEY" => "test-key".to_string(),
+            _ => std::env::var(&var).ok()?,
+        };
+        Some((var, value))
+    }
+
+    /// The user-configuration lines that point the agent at this server.
+    pub fn config(&self) -> String {
+        let mut toml = format!(
+            "provider = \"{}\"\nmodel = \"{}\"\nbase_url = \"{}\"\n",
+            self.provider, self.model, self.base_url
+        );
+        if let Some(key) = &self.api_key_env {
+            toml.push_str(&format!("api_key_env = \"{key}\"\n"));
+        }
+        toml
+    }
+}
+
+/// Runs `git ARGS` in `dir` as a fixed author (new repositories on `main`); panics on failure; returns its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A running `fake-llm`, killed when dropped.

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
-use agent_lsp_tests::cli_run::{FORMATS, finish, parts, run, setup, show, spawn};
+use agent_lsp_tests::cli_run::{FORMATS, finish, parts, point_at, run, setup, show, spawn};
 use agent_lsp_tests::process::FakeLlm;
 use serde_json::{Value, json};
 
@@ -465,10 +465,7 @@ fn kill_9_mid_tool_call_then_restart_marks_it_failed_and_runs_pending_input() {
         {"expect": {"last_message_contains": "after the crash"}, "reply": {"text": "And the new one."}}
     ]});
     let llm2 = FakeLlm::start(&script, "openai");
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-        llm2.url
-    ));
+    point_at(&env, &llm2, "");
     let r = run(&env, &["--session", &session, "after the crash"]);
     assert_eq!(r.code, 0, "{}\n{:?}", r.stderr, llm2.requests());
     assert_eq!(r.text(), "Handled the queued input.And the new one.");

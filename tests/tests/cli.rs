@@ -1,5 +1,6 @@
 //! The command line around the server: --version, --help, doctor, session list.
 
+use agent_lsp_tests::cli_run::point_at;
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
 
@@ -41,10 +42,7 @@ fn session_list_on_a_fresh_data_dir() {
 fn doctor_reports_layers_database_and_a_reachable_provider() {
     let env = TestEnv::new();
     let llm = FakeLlm::start(&json!({"turns": []}), "openai");
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-        llm.url
-    ));
+    point_at(&env, &llm, "");
     let (code, out, err) = env.run(&["doctor", "--cwd", env.workspace().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("provider       openai"), "{out}");

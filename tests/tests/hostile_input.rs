@@ -5,6 +5,7 @@
 
 use std::process::Stdio;
 
+use agent_lsp_tests::cli_run::point_at;
 use agent_lsp_tests::lsp_client::{LspClient, file_uri, initialize_params};
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
@@ -224,10 +225,7 @@ async fn positions_past_the_end_and_a_50_mb_document() {
 }
 
 fn configure(env: &TestEnv, llm: &FakeLlm) {
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n",
-        llm.url
-    ));
+    point_at(env, llm, "");
 }
 
 /// `agent-lsp run --json` in `env`; its exit code and JSON lines.

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use agent_lsp_tests::cli_run::{run, setup};
+use agent_lsp_tests::cli_run::{point_at, run, setup};
 use agent_lsp_tests::fake_llm::bag_of_words;
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
@@ -131,10 +131,7 @@ fn the_model_writes_searches_and_reads_entries_that_the_user_can_read_too() {
         {"expect": {"last_message_contains": "src/cache.rs"}, "reply": {"text": "Found it."}}
     ]});
     let llm = FakeLlm::start(&read, "openai");
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n{ON}",
-        llm.url
-    ));
+    point_at(&env, &llm, ON);
     let two = run(&env, &["--yes", "what was the French bug?"]);
     assert_eq!(two.code, 0, "{}", two.stderr);
     assert!(
@@ -193,10 +190,7 @@ fn search_by_meaning_degrades_to_text_where_it_cannot_be_used() {
     assert!(titles(&found).is_empty(), "{found}");
 
     let llm = FakeLlm::start(&json!({"turns": []}), "openai");
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\nembeddings_model = \"nomic-embed-text\"\n",
-        llm.url
-    ));
+    point_at(&env, &llm, "embeddings_model = \"nomic-embed-text\"\n");
     let found = journal(&env, &["search", query]);
     assert_eq!(found["semantic"], "on");
     // By meaning through its sidecar; the one of another model is not (and not an error).
@@ -226,10 +220,7 @@ fn search_by_meaning_degrades_to_text_where_it_cannot_be_used() {
         &json!({"turns": [], "embeddings": {"fault": {"status": 503, "body": "loading model"}}}),
         "openai",
     );
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\nembeddings_model = \"nomic-embed-text\"\n",
-        broken.url
-    ));
+    point_at(&env, &broken, "embeddings_model = \"nomic-embed-text\"\n");
     let found = journal(&env, &["search", "lld"]);
     assert!(
         found["semantic"]

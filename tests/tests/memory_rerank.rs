@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use agent_lsp_tests::cli_run::point_at;
 use agent_lsp_tests::memory::memory;
 use agent_lsp_tests::process::{FakeLlm, TestEnv};
 use serde_json::{Value, json};
@@ -15,10 +16,7 @@ const TIMEOUT: &str = "Redis pool connections time out after 30 seconds";
 const SECRET: &str = "The redis connection pool password is hunter2";
 
 fn embeddings_at(env: &TestEnv, llm: &FakeLlm) {
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\nembeddings_model = \"nomic-embed-text\"\n",
-        llm.url
-    ));
+    point_at(env, llm, "embeddings_model = \"nomic-embed-text\"\n");
 }
 
 fn order(v: &Value) -> Vec<String> {

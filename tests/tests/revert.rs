@@ -6,25 +6,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use agent_lsp_tests::process::{FakeLlm, TestEnv};
+use agent_lsp_tests::cli_run::point_at;
+use agent_lsp_tests::process::{FakeLlm, TestEnv, git};
 use serde_json::{Value, json};
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "user.name=t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-}
 
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
@@ -62,10 +46,7 @@ fn work_tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 fn setup(llm: &FakeLlm, with_git: bool, extra: &str) -> TestEnv {
     let env = TestEnv::new();
-    env.write_user_config(&format!(
-        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n{extra}",
-        llm.url
-    ));
+    point_at(&env, llm, extra);
     let ws = env.workspace();
     std::fs::create_dir_all(ws.join("src")).unwrap();
     std::fs::write(ws.join("src/lib.rs"), "pub fn one() -> u32 { 1 }\n").unwrap();
@@ -214,7 +195,7 @@ fn a_turn_full_of_changes_reverts_redoes_and_commits_without_touching_git() {
             &json!({"turns": [{"reply": {"text": "fresh start"}}]}),
             "openai",
         );
-        env.write_user_config(&format!("provider = \"openai\"\nmodel = \"m\"\nbase_url = \"{}/v1\"\napi_key_env = \"FAKE_KEY\"\n", llm2.url));
+        point_at(&env, &llm2, "");
         run(&env, &["--session", &sid, "try again"]);
         let view = show(&env, &sid);
         let texts: Vec<&str> = view["messages"]

@@ -2,29 +2,9 @@
 //! with the git line and obligations, the notes mid-turn, the server's `[auto]` entries and
 //! the warnings — in a workspace that is a git repository, which must not see any of it.
 
-use std::path::Path;
-
 use agent_lsp_tests::cli_run::{run, setup};
-use agent_lsp_tests::process::{FakeLlm, TestEnv};
+use agent_lsp_tests::process::{FakeLlm, TestEnv, git};
 use serde_json::{Value, json};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into()
-}
 
 /// A workspace with one commit.
 fn repo(llm: &FakeLlm) -> TestEnv {

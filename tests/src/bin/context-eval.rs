@@ -7,6 +7,7 @@
 //! Needs the workspace's binaries built (`cargo build --workspace --bins`).
 
 use agent_lsp_tests::context_eval::{self, Endpoint, Options};
+use agent_lsp_tests::process::ModelServer;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -30,11 +31,12 @@ struct Args {
 fn main() {
     let args = Args::parse();
     let endpoint = match (args.base_url, args.model) {
-        (Some(base_url), Some(model)) => Endpoint::OpenAi {
+        (Some(base_url), Some(model)) => Endpoint::Server(ModelServer {
+            provider: "openai".into(),
             base_url,
             model,
             api_key_env: args.api_key_env,
-        },
+        }),
         _ => Endpoint::Fake,
     };
     let report = context_eval::run(&Options {
