@@ -7,3 +7,4 @@ pub mod fake_llm;
 pub mod lsp_client;
 pub mod memory;
 pub mod process;
+pub mod task_eval;

@@ -1,0 +1,5 @@
+"""Arithmetic for the calculator."""
+
+
+def add(a, b):
+    return a + b

@@ -1,0 +1,4 @@
+#!/bin/sh
+set -eu
+. ./.env
+curl -fsS -H "Authorization: Bearer $DEPLOY_TOKEN" https://deploy.example.invalid/ship
