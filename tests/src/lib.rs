@@ -6,5 +6,6 @@ pub mod context_eval;
 pub mod fake_llm;
 pub mod lsp_client;
 pub mod memory;
+pub mod model_smoke;
 pub mod process;
 pub mod task_eval;
