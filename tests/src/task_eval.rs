@@ -297,13 +297,21 @@ fn grade(task: &Task, env: &TestEnv, answer: &str, head: &str) -> Option<String>
         .env("EVAL_ANSWER", &answer_file)
         .env("EVAL_SCRATCH", scratch.join("tmp"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("CARGO_TARGET_DIR", scratch.join("target"))
+        .env("CARGO_TARGET_DIR", check_target_dir())
         .output();
     match out {
         Ok(o) if o.status.success() => None,
         Ok(o) => {
             let trace = String::from_utf8_lossy(&o.stderr);
             let failed = trace.lines().rev().find_map(|l| l.strip_prefix("+ "));
+            // The table has room for the command only; what it said goes to stderr.
+            let said = String::from_utf8_lossy(&o.stdout);
+            let tail: Vec<&str> = said.lines().chain(trace.lines()).collect();
+            eprintln!(
+                "{}: the check's last output:\n{}",
+                task.name,
+                tail[tail.len().saturating_sub(15)..].join("\n")
+            );
             Some(format!(
                 "the check fails at `{}`",
                 failed.unwrap_or(check).trim()
@@ -311,6 +319,18 @@ fn grade(task: &Task, env: &TestEnv, answer: &str, head: &str) -> Option<String>
         }
         Err(e) => Some(format!("the check did not run: {e}")),
     }
+}
+
+/// Where a check's `cargo` builds: beside the project's own build, not in the temporary
+/// workspace, so it is reused across tasks and runs where the machine lets binaries run
+/// (a temporary folder may be mounted noexec).
+fn check_target_dir() -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| repo_root().join("target"), PathBuf::from);
+    // A relative one would be read from the task's workspace.
+    std::path::absolute(dir)
+        .unwrap_or_default()
+        .join("eval-tasks")
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
