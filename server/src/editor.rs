@@ -193,6 +193,95 @@ pub enum Update {
     },
 }
 
+/// How bad a problem is, in the language servers' four grades.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Error,
+    Warning,
+    Information,
+    Hint,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::Warning => "warning",
+            Self::Information => "info",
+            Self::Hint => "hint",
+        }
+    }
+}
+
+/// A problem the editor's language servers report in a file. Lines and columns are 1-based
+/// and count characters, as the model sees a file in `read`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub path: PathBuf,
+    pub line: u32,
+    pub column: u32,
+    pub severity: Severity,
+    pub message: String,
+    /// Who reports it (`rustc`, `Pyright`), and its code, when the server says.
+    pub source: Option<String>,
+    pub code: Option<String>,
+}
+
+/// A place in a file, 1-based as the model sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub path: PathBuf,
+    pub line: u32,
+    pub column: u32,
+}
+
+/// A question for the editor's language servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodeQuery {
+    Definition(Place),
+    References(Place),
+    Implementation(Place),
+    Hover(Place),
+    DocumentSymbols(PathBuf),
+    WorkspaceSymbols(String),
+}
+
+/// A symbol in an outline or a workspace search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    /// `function`, `struct`, `class`, ... (the LSP kind's name, lower case).
+    pub kind: String,
+    pub place: Place,
+    /// Nesting in a document outline (0 at the top).
+    pub depth: usize,
+}
+
+/// What the language servers answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodeAnswer {
+    Places(Vec<Place>),
+    Text(String),
+    Symbols(Vec<Symbol>),
+}
+
+/// Why the editor's language servers gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoCodeAnswer(pub String);
+
+impl From<&str> for NoCodeAnswer {
+    fn from(why: &str) -> Self {
+        Self(why.to_string())
+    }
+}
+
+impl From<String> for NoCodeAnswer {
+    fn from(why: String) -> Self {
+        Self(why)
+    }
+}
+
 /// Why questions got no answers (the editor cannot show them, or failed to).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -244,6 +333,35 @@ pub trait EditorPort: Send + Sync {
         &'a self,
         questions: &'a [Question],
     ) -> BoxFuture<'a, Result<Vec<Vec<String>>, crate::editor::Unanswered>>;
+
+    /// Whether [`problems`](Self::problems) can answer.
+    fn reports_problems(&self) -> bool {
+        false
+    }
+
+    /// The problems the editor's language servers report in those of `paths` it can see,
+    /// once they caught up with the latest change or `wait` passed; `None` when the editor
+    /// cannot say (no support, no answer in time).
+    fn problems<'a>(
+        &'a self,
+        _paths: &'a [PathBuf],
+        _wait: std::time::Duration,
+    ) -> BoxFuture<'a, Option<Vec<Problem>>> {
+        Box::pin(async { None })
+    }
+
+    /// Whether [`code_query`](Self::code_query) can answer (the `lsp` tool is offered then).
+    fn answers_code_queries(&self) -> bool {
+        false
+    }
+
+    /// Asks the editor's language servers (never agent-lsp itself) about the code.
+    fn code_query<'a>(
+        &'a self,
+        _query: &'a CodeQuery,
+    ) -> BoxFuture<'a, Result<CodeAnswer, NoCodeAnswer>> {
+        Box::pin(async { Err("this editor does not share its language servers".into()) })
+    }
 }
 
 /// An editor with no buffers and no one to ask: permission asks get a fixed answer

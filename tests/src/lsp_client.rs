@@ -30,8 +30,9 @@ struct Inbox {
     messages: Vec<Value>,
     /// Replies that arrived without anyone waiting (e.g. errors with a null id).
     orphan_replies: Vec<Value>,
-    /// Scripted answers to server→client requests, by method.
-    replies: HashMap<String, Value>,
+    /// Scripted answers to server→client requests, by method: each request takes the next,
+    /// and the last one stays.
+    replies: HashMap<String, std::collections::VecDeque<Value>>,
     stderr: String,
     closed: bool,
 }
@@ -139,7 +140,16 @@ impl LspClient {
                 } else {
                     if msg.get("id").is_some() {
                         let method = msg["method"].as_str().unwrap_or_default().to_string();
-                        let scripted = inbox.lock().unwrap().replies.get(&method).cloned();
+                        let scripted =
+                            inbox
+                                .lock()
+                                .unwrap()
+                                .replies
+                                .get_mut(&method)
+                                .and_then(|queue| match queue.len() {
+                                    0 | 1 => queue.front().cloned(),
+                                    _ => queue.pop_front(),
+                                });
                         let reply = match scripted.or_else(|| default_reply(&method)) {
                             Some(result) => {
                                 json!({"jsonrpc": "2.0", "id": msg["id"], "result": result})
@@ -220,11 +230,17 @@ impl LspClient {
 
     /// Makes the client answer server requests of `method` with `result`.
     pub fn reply_to(&self, method: &str, result: Value) {
+        self.reply_in_turn(method, vec![result]);
+    }
+
+    /// Makes the client answer the server's requests of `method` with `results` in order,
+    /// the last one to every later request.
+    pub fn reply_in_turn(&self, method: &str, results: Vec<Value>) {
         self.inbox
             .lock()
             .unwrap()
             .replies
-            .insert(method.to_string(), result);
+            .insert(method.to_string(), results.into());
     }
 
     /// Server→client messages (notifications and requests) with this method, so far.

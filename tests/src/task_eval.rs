@@ -194,7 +194,7 @@ fn run_task(task: &Task, opts: &Options) -> Result<Outcome, String> {
     git(&ws, &["add", "-A"]);
     git(&ws, &["commit", "-qm", "the task's repository"]);
     let head = git(&ws, &["rev-parse", "HEAD"]);
-    if grade(task, &env, "", &head).is_none() {
+    if grade(task, &env, "", &head, false).is_none() {
         return Err(format!(
             "{}: the task passes before the agent did anything",
             task.name
@@ -221,7 +221,7 @@ fn run_task(task: &Task, opts: &Options) -> Result<Outcome, String> {
     cmd.envs(server.key());
     let (run, failed) = cli_run::run_within(cmd, opts.timeout);
     let seconds = started.elapsed().as_secs_f64();
-    let failure = failed.or_else(|| grade(task, &env, &run.text(), &head));
+    let failure = failed.or_else(|| grade(task, &env, &run.text(), &head, true));
     Ok(Outcome {
         task: task.name.clone(),
         failure,
@@ -259,8 +259,8 @@ fn steps(env: &TestEnv, run: &Run) -> usize {
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count())
 }
 
-/// None when the task is done; else why not.
-fn grade(task: &Task, env: &TestEnv, answer: &str, head: &str) -> Option<String> {
+/// None when the task is done; else why not. `show` prints a failed check's output.
+fn grade(task: &Task, env: &TestEnv, answer: &str, head: &str, show: bool) -> Option<String> {
     let ws = env.workspace();
     let spec = &task.spec;
     let first_line = |s: &str| one_line(s.lines().next().unwrap_or_default(), 80);
@@ -307,11 +307,13 @@ fn grade(task: &Task, env: &TestEnv, answer: &str, head: &str) -> Option<String>
             // The table has room for the command only; what it said goes to stderr.
             let said = String::from_utf8_lossy(&o.stdout);
             let tail: Vec<&str> = said.lines().chain(trace.lines()).collect();
-            eprintln!(
-                "{}: the check's last output:\n{}",
-                task.name,
-                tail[tail.len().saturating_sub(15)..].join("\n")
-            );
+            if show {
+                eprintln!(
+                    "{}: the check's last output:\n{}",
+                    task.name,
+                    tail[tail.len().saturating_sub(15)..].join("\n")
+                );
+            }
             Some(format!(
                 "the check fails at `{}`",
                 failed.unwrap_or(check).trim()

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use agent_lsp_tests::memory;
-use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin, answer_edit_turns, repo_root};
+use agent_lsp_tests::process::{
+    FakeLlm, ModelServer, TestEnv, agent_lsp_bin, answer_edit_turns, repo_root,
+};
 use serde_json::json;
 
 fn nvim() -> PathBuf {
@@ -70,6 +72,16 @@ fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
 /// Runs the plugin's Lua test `script` in headless Neovim on `file`, with the server from
 /// this build; fails with what Neovim printed and the LSP log unless it passes.
 fn headless(env: &TestEnv, file: &std::path::Path, script: &str) {
+    headless_with(env, file, script, &Default::default())
+}
+
+/// [`headless`] with more environment variables for the script.
+fn headless_with(
+    env: &TestEnv,
+    file: &std::path::Path,
+    script: &str,
+    vars: &std::collections::HashMap<&str, PathBuf>,
+) {
     let plugin = repo_root().join("editors/nvim");
     let mut cmd = Command::new(nvim());
     env.apply(&mut cmd);
@@ -82,6 +94,7 @@ fn headless(env: &TestEnv, file: &std::path::Path, script: &str) {
         .env("FAKE_KEY", "k")
         .env("AGENT_LSP_BIN", agent_lsp_bin())
         .env("AGENT_LSP_TEST_FILE", file)
+        .envs(vars)
         .stdin(Stdio::null());
     let out = cmd.output().expect("run nvim");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -126,5 +139,67 @@ fn agent_knowledge_export_writes_agents_md_and_reads_a_line_back_in_headless_neo
     assert!(
         text.contains("- Staging resets at midnight <!-- k:"),
         "{text}"
+    );
+}
+
+fn pyright() -> PathBuf {
+    if let Some(p) = std::env::var_os("AGENT_LSP_PYRIGHT") {
+        return PathBuf::from(p);
+    }
+    let local = repo_root().join(".venv/node/node_modules/.bin/pyright-langserver");
+    assert!(
+        local.exists(),
+        "pyright is needed: run scripts/test (it installs it into .venv/node), or set \
+         AGENT_LSP_PYRIGHT"
+    );
+    local
+}
+
+/// Issue 19 in a real editor with a real language server: after the agent's edit, the
+/// model's next request holds pyright's error for it (new against what was there before),
+/// and its `lsp` call gets pyright's definition of the function.
+#[test]
+fn the_agent_sees_pyrights_diagnostics_and_definitions_through_neovim() {
+    let turns = json!([
+        {"expect": {"tools_include": ["lsp"]},
+         "reply": {"tool_calls": [{"name": "edit", "arguments": {
+            "filePath": "calc.py",
+            "oldString": "return total(prices)",
+            "newString": "return total(prices) + \"shipping\""}}]}},
+        {"reply": {"tool_calls": [{"name": "lsp", "arguments": {
+            "operation": "goToDefinition", "filePath": "calc.py", "line": 7, "character": 12}}]}},
+        {"reply": {"text": "All done."}},
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = TestEnv::new();
+    env.write_user_config(&format!(
+        "{}[permission]\nedit = \"allow\"\n",
+        ModelServer::fake(&llm, "openai").config()
+    ));
+    let file = env.workspace().join("calc.py");
+    std::fs::write(
+        &file,
+        "# The shop's arithmetic.\ndef total(prices: list[float]) -> float:\n    \
+         return sum(prices)\n\n\ndef checkout(prices: list[float]) -> float:\n    \
+         return total(prices)\n",
+    )
+    .unwrap();
+    let mut env_vars = std::collections::HashMap::new();
+    env_vars.insert("AGENT_LSP_PYRIGHT", pyright());
+    headless_with(&env, &file, "tests/language_servers.lua", &env_vars);
+
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3, "three model requests: {requests:?}");
+    let after_edit = requests[1].body.to_string();
+    assert!(
+        after_edit.contains("new error")
+            && after_edit.contains("calc.py:7:12: error: Operator")
+            && after_edit.contains("[Pyright"),
+        "pyright's error reached the model: {after_edit}"
+    );
+    let after_lsp = requests[2].body.to_string();
+    assert!(
+        after_lsp.contains("calc.py:2:5: def total(prices: list[float]) -> float:"),
+        "pyright's definition reached the model: {after_lsp}"
     );
 }

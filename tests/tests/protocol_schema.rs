@@ -57,7 +57,9 @@ fn script() -> Value {
             {"name": "question", "arguments": {"questions": [{"question": "Which name?", "header": "Name",
                 "options": [{"label": "answer", "description": "the usual"}]}]}},
             {"name": "todowrite", "arguments": {"todos": [{"content": "rename", "status": "in_progress"}]}},
-            {"name": "read", "arguments": {"filePath": "src/lib.rs"}}
+            {"name": "read", "arguments": {"filePath": "src/lib.rs"}},
+            {"name": "lsp", "arguments": {"operation": "hover", "filePath": "src/lib.rs",
+                "line": 1, "character": 8}}
         ]}, "fault": null},
         {"reply": {"text": "Editing.", "tool_calls": [{"name": "edit", "arguments": {
             "filePath": "src/lib.rs", "oldString": "41", "newString": "42"}}],
@@ -82,13 +84,21 @@ async fn every_message_of_a_real_session_matches_the_schema() {
     .unwrap();
     let client = LspClient::spawn(&env, &[("FAKE_KEY", "k")]);
     let mut params = initialize_params(&env.workspace());
-    params["capabilities"]["experimental"] =
-        json!({"agent": {"updates": true, "permissions": true, "questions": true}});
+    params["capabilities"]["experimental"] = json!({"agent": {"updates": true, "permissions": true, "questions": true,
+                         "diagnostics": {"unopenedFiles": true}, "lsp": true}});
     client.initialize(params).await;
     let question_answer = json!({"answers": [["answer"]]});
     let permission_answer = json!({"outcome": "once"});
     protocol.check("agent/question", "result", &question_answer);
     protocol.check("agent/requestPermission", "result", &permission_answer);
+    let diagnostics_answer = json!({"items": [{"uri": file_uri(&env.workspace().join("src/lib.rs")),
+        "diagnostics": [{"range": {"start": {"line": 0, "character": 7}, "end": {"line": 0, "character": 13}},
+                         "severity": 2, "message": "never used", "source": "rustc"}]}]});
+    let hover_answer = json!({"contents": {"kind": "markdown", "value": "fn answer() -> u32"}});
+    protocol.check("agent/diagnostics", "result", &diagnostics_answer);
+    protocol.check("agent/lsp", "result", &hover_answer);
+    client.reply_to("agent/diagnostics", diagnostics_answer);
+    client.reply_to("agent/lsp", hover_answer);
     client.reply_to("agent/question", question_answer);
     client.reply_to("agent/requestPermission", permission_answer);
 
@@ -272,6 +282,13 @@ Thursdays, after standup
     }
     for ask in client.received("agent/question") {
         protocol.check("agent/question", "params", &ask["params"]);
+    }
+    for method in ["agent/diagnostics", "agent/lsp"] {
+        let asked = client.received(method);
+        assert!(!asked.is_empty(), "no {method} request");
+        for ask in asked {
+            protocol.check(method, "params", &ask["params"]);
+        }
     }
     // The session showed every kind of update it can.
     let kinds: std::collections::BTreeSet<String> = client

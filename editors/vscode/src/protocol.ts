@@ -135,6 +135,10 @@ result: CompactResult
 params: NoParams
 result: ConfigResult
 }
+"agent/diagnostics": {
+params: DiagnosticsParams
+result: DiagnosticsResult
+}
 "agent/documentText": {
 params: DocumentTextParams
 result: DocumentTextResult
@@ -150,6 +154,10 @@ result: JournalSearchResult
 "agent/knowledge/export": {
 params: NoParams
 result: KnowledgeExportResult
+}
+"agent/lsp": {
+params: CodeRequestParams
+result: CodeRequestResult
 }
 "agent/memory/forget": {
 params: FactParams
@@ -279,6 +287,23 @@ layers: {
  */
 positionEncoding: string
 root?: (string | null)
+}
+export interface DiagnosticsParams {
+uris: string[]
+/**
+ * How long to wait for the language servers to publish after the latest change.
+ */
+waitMs: number
+}
+export interface DiagnosticsResult {
+items: FileDiagnostics[]
+}
+export interface FileDiagnostics {
+/**
+ * LSP `Diagnostic` objects, as the language servers published them.
+ */
+diagnostics: unknown[]
+uri: string
 }
 export interface DocumentTextParams {
 uri: string
@@ -490,6 +515,20 @@ updated: number
  * Whether the file changed (an export with nothing new leaves it as it was).
  */
 written: boolean
+}
+export interface CodeRequestParams {
+/**
+ * `textDocument/definition`, `textDocument/references`, `textDocument/implementation`,
+ * `textDocument/hover`, `textDocument/documentSymbol` or `workspace/symbol`.
+ */
+method: string
+params: unknown
+}
+/**
+ * The standard result of the request `agent/lsp` names: any JSON, `null` included.
+ */
+export interface CodeRequestResult {
+[k: string]: unknown
 }
 export interface FactParams {
 id: string

@@ -16,7 +16,8 @@ use super::coalescer::Coalescer;
 use super::documents::{Document, PositionEncoding};
 use super::protocol::{self as wire, AskQuestion, ClientCaps, RequestPermission};
 use crate::editor::{
-    BufferEdit, EditorPort, FileOperation, PermissionReply, PermissionRequest, Question, Update,
+    BufferEdit, CodeAnswer, CodeQuery, EditorPort, FileOperation, NoCodeAnswer, PermissionReply,
+    PermissionRequest, Problem, Question, Update,
 };
 
 /// A permission ask waiting for an answer through a code action (clients without
@@ -58,6 +59,13 @@ pub fn file_uri(path: &Path) -> Option<Uri> {
         }
     }
     s.parse().ok()
+}
+
+/// The file a `file:` URI names.
+pub fn uri_path(uri: &Uri) -> Option<PathBuf> {
+    (uri.scheme().as_str() == "file")
+        .then(|| uri.to_file_path().map(|p| p.into_owned()))
+        .flatten()
 }
 
 /// Line-level minimal edits turning `doc` into `new_text`, in the negotiated encoding.
@@ -435,5 +443,37 @@ impl EditorPort for LspEditor {
             }
             Err("this editor cannot show questions; ask in your answer instead".into())
         })
+    }
+
+    fn reports_problems(&self) -> bool {
+        self.buffers.caps().diagnostics
+    }
+
+    fn problems<'a>(
+        &'a self,
+        paths: &'a [PathBuf],
+        wait: Duration,
+    ) -> BoxFuture<'a, Option<Vec<Problem>>> {
+        Box::pin(super::intelligence::problems(
+            &self.client,
+            self.buffers.as_ref(),
+            paths,
+            wait,
+        ))
+    }
+
+    fn answers_code_queries(&self) -> bool {
+        self.buffers.caps().code_requests
+    }
+
+    fn code_query<'a>(
+        &'a self,
+        query: &'a CodeQuery,
+    ) -> BoxFuture<'a, Result<CodeAnswer, NoCodeAnswer>> {
+        Box::pin(super::intelligence::code_query(
+            &self.client,
+            self.buffers.as_ref(),
+            query,
+        ))
     }
 }

@@ -6,6 +6,7 @@ mod coalescer;
 pub mod documents;
 pub mod error;
 mod host;
+mod intelligence;
 pub mod protocol;
 mod server;
 pub mod transport;

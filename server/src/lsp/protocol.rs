@@ -104,6 +104,16 @@ request!(
 request!(
     /// Questions for the user, for clients that opted in.
     AskQuestion, "agent/question", QuestionParams => QuestionResult);
+request!(
+    /// The diagnostics the client's language servers publish for files, once they caught up
+    /// with the latest change (or `waitMs` passed), for clients with the `diagnostics` flag.
+    Diagnostics, "agent/diagnostics", DiagnosticsParams => DiagnosticsResult);
+request!(
+    /// A standard LSP request (`method`, `params` as LSP defines them, positions in the
+    /// negotiated encoding) for the client to run against its other language servers (never
+    /// agent-lsp); the answer is that request's standard result. For clients with the `lsp`
+    /// flag.
+    CodeRequest, "agent/lsp", CodeRequestParams => CodeRequestResult);
 
 /// Params of a method that takes none: anything (or nothing) is accepted.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -910,6 +920,41 @@ pub struct QuestionResult {
     pub answers: Vec<Vec<String>>,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsParams {
+    #[schemars(with = "Vec<String>")]
+    pub uris: Vec<Uri>,
+    /// How long to wait for the language servers to publish after the latest change.
+    pub wait_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DiagnosticsResult {
+    pub items: Vec<FileDiagnostics>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct FileDiagnostics {
+    #[schemars(with = "String")]
+    pub uri: Uri,
+    /// LSP `Diagnostic` objects, as the language servers published them.
+    pub diagnostics: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CodeRequestParams {
+    /// `textDocument/definition`, `textDocument/references`, `textDocument/implementation`,
+    /// `textDocument/hover`, `textDocument/documentSymbol` or `workspace/symbol`.
+    pub method: String,
+    pub params: Value,
+}
+
+/// The standard result of the request `agent/lsp` names: any JSON, `null` included.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct CodeRequestResult(pub Value);
+
 /// Who sends a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -981,6 +1026,8 @@ pub fn methods(g: &mut SchemaGenerator) -> Vec<MethodSchema> {
         notification_schema::<AgentUpdate>(g, ServerToClient),
         request_schema::<RequestPermission>(g, ServerToClient),
         request_schema::<AskQuestion>(g, ServerToClient),
+        request_schema::<Diagnostics>(g, ServerToClient),
+        request_schema::<CodeRequest>(g, ServerToClient),
     ]
 }
 
@@ -1023,6 +1070,12 @@ pub struct ClientCaps {
     pub work_done_progress: bool,
     pub document_changes: bool,
     pub resource_operations: bool,
+    /// `agent/diagnostics`: `true` (files open in the editor) or `{"unopenedFiles": true}`
+    /// (any file: the client loads it).
+    pub diagnostics: bool,
+    pub diagnostics_unopened: bool,
+    /// `agent/lsp`.
+    pub code_requests: bool,
 }
 
 impl ClientCaps {
@@ -1039,7 +1092,14 @@ impl ClientCaps {
             .workspace
             .as_ref()
             .and_then(|w| w.workspace_edit.as_ref());
+        let diagnostics = agent.and_then(|a| a.get("diagnostics"));
         Self {
+            diagnostics: diagnostics.is_some_and(|d| d.as_bool() == Some(true) || d.is_object()),
+            diagnostics_unopened: diagnostics
+                .and_then(|d| d.get("unopenedFiles"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            code_requests: flag("lsp"),
             updates: flag("updates"),
             permissions: flag("permissions"),
             questions: flag("questions"),
@@ -1306,7 +1366,7 @@ mod tests {
     fn every_method_has_one_entry() {
         let s = schema();
         let methods = s["methods"].as_object().unwrap();
-        assert_eq!(methods.len(), 23);
+        assert_eq!(methods.len(), 25);
         assert!(methods.keys().all(|m| m.starts_with("agent/")));
         assert!(methods["agent/update"].get("result").is_none());
     }

@@ -16,7 +16,7 @@ use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::*;
 use tower_lsp_server::{Client, LanguageServer};
 
-use super::bridge::{Buffers, LspEditor};
+use super::bridge::{Buffers, LspEditor, uri_path};
 use super::documents::{Document, DocumentStore, PositionEncoding};
 use super::host::AgentHost;
 use super::protocol::{
@@ -74,12 +74,6 @@ pub struct Backend {
     state: Arc<Mutex<State>>,
     shutdown_requested: Arc<AtomicBool>,
     host: std::sync::OnceLock<Arc<AgentHost>>,
-}
-
-fn uri_path(uri: &Uri) -> Option<PathBuf> {
-    (uri.scheme().as_str() == "file")
-        .then(|| uri.to_file_path().map(|p| p.into_owned()))
-        .flatten()
 }
 
 impl Backend {

@@ -6,12 +6,14 @@
 mod apply_patch;
 mod bash;
 mod context_state;
+pub mod diagnostics;
 mod edit;
 mod facts;
 pub mod files;
 mod glob;
 mod grep;
 mod journal;
+pub mod lsp;
 mod memory;
 mod question;
 mod read;
@@ -280,6 +282,11 @@ pub trait TypedTool: Send + Sync + 'static {
     /// Whether a call only looks (changes no file, no state the model relies on, asks
     /// nothing but a permission): such calls of one answer run at once.
     const READ_ONLY: bool = false;
+    /// Whether the model is offered the tool in this context (e.g. only with an editor
+    /// that can answer it).
+    fn offered(&self, _ctx: &ToolContext) -> bool {
+        true
+    }
     fn description(&self, ctx: &ToolContext) -> String;
     fn prepare(&self, args: Self::Args, ctx: &ToolContext) -> Result<Prepared, ToolError>;
 }
@@ -289,6 +296,7 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &'static str;
     fn changes_unreported_files(&self) -> bool;
     fn read_only(&self) -> bool;
+    fn offered(&self, ctx: &ToolContext) -> bool;
     fn description(&self, ctx: &ToolContext) -> String;
     fn parameters(&self) -> Value;
     fn prepare_value(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError>;
@@ -305,6 +313,10 @@ impl<T: TypedTool> Tool for T {
 
     fn read_only(&self) -> bool {
         T::READ_ONLY
+    }
+
+    fn offered(&self, ctx: &ToolContext) -> bool {
+        TypedTool::offered(self, ctx)
     }
 
     fn description(&self, ctx: &ToolContext) -> String {
@@ -418,6 +430,7 @@ impl Registry {
             Box::new(facts::MemoryWhy),
             Box::new(facts::MemoryUseful),
             Box::new(facts::MemoryIrrelevant),
+            Box::new(lsp::Lsp),
         ])
     }
 
@@ -471,6 +484,7 @@ impl Registry {
     pub fn definitions(&self, ctx: &ToolContext) -> Vec<ToolDefinition> {
         self.tools
             .iter()
+            .filter(|t| t.offered(ctx))
             .map(|t| ToolDefinition {
                 name: t.name().into(),
                 description: t.description(ctx),
@@ -494,10 +508,18 @@ impl Registry {
                 self.names().join(", ")
             ));
         }
-        let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
+        let Some(tool) = self
+            .tools
+            .iter()
+            .find(|t| t.name() == name && t.offered(ctx))
+        else {
+            let offered: Vec<&str> = (self.tools.iter())
+                .filter(|t| t.offered(ctx))
+                .map(|t| t.name())
+                .collect();
             return CallResult::error(format!(
                 "there is no tool named {name:?}; available tools: {}",
-                self.names().join(", ")
+                offered.join(", ")
             ));
         };
         let args: Value = if arguments.trim().is_empty() {
@@ -565,15 +587,21 @@ impl Registry {
                 }
             }
         }
+        let problems_before = diagnostics::before(ctx, &prepared.needs).await;
         match (prepared.run)(ctx).await {
             Ok(out) => {
-                let cut = truncate::truncate(
+                let mut cut = truncate::truncate(
                     &out.output,
                     out.keep_tail,
                     ctx.output_bytes,
                     &ctx.output_dir,
                     &ctx.call_id,
                 );
+                if let Some(before) = &problems_before
+                    && let Some(note) = diagnostics::after(ctx, before, &out.files_changed).await
+                {
+                    cut = format!("{cut}\n\n{note}");
+                }
                 CallResult {
                     status: CallStatus::Completed,
                     title: out.title,

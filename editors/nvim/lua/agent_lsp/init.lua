@@ -4,6 +4,7 @@
 
 local chat = require("agent_lsp.chat")
 local approval = require("agent_lsp.approval")
+local intelligence = require("agent_lsp.intelligence")
 
 local M = {}
 
@@ -19,6 +20,9 @@ local defaults = {
   -- Open the chat window when a prompt is sent.
   open_chat = true,
   chat = { width = 64 },
+  -- Let the agent see the diagnostics of your other language servers after its edits and
+  -- ask them for definitions, references, hover and symbols (its `lsp` tool).
+  language_servers = true,
 }
 
 M.config = vim.deepcopy(defaults)
@@ -164,7 +168,10 @@ function M.attach(bufnr)
     return
   end
   local capabilities = vim.lsp.protocol.make_client_capabilities()
-  capabilities.experimental = { agent = { updates = true, permissions = true, questions = true } }
+  local shares = M.config.language_servers
+  capabilities.experimental = {
+    agent = { updates = true, permissions = true, questions = true, diagnostics = shares, lsp = shares },
+  }
   return vim.lsp.start({
     name = NAME,
     cmd = M.config.cmd,
@@ -176,6 +183,8 @@ function M.attach(bufnr)
       ["agent/update"] = on_update,
       ["agent/requestPermission"] = on_permission,
       ["agent/question"] = on_question,
+      ["agent/diagnostics"] = intelligence.on_diagnostics,
+      ["agent/lsp"] = intelligence.on_lsp,
     },
   }, { bufnr = bufnr })
 end
@@ -184,6 +193,7 @@ function M.setup(opts)
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts or {})
   chat.setup(M.config.chat, M)
   local group = vim.api.nvim_create_augroup("agent_lsp", { clear = true })
+  intelligence.setup(group)
   vim.api.nvim_create_autocmd({ "BufReadPost", "BufNewFile" }, {
     group = group,
     callback = function(ev)
