@@ -30,6 +30,7 @@ import { ChatView } from "./chatView";
 import { MemoryView } from "./memoryView";
 import { exportSummary } from "./knowledge";
 import { journalItem } from "./memory";
+import { LanguageIntelligence } from "./intelligence";
 import type {
   Method,
   Params,
@@ -44,12 +45,16 @@ import type {
 
 const SESSION_KEY = "agent-lsp.session";
 
-/** Declares the `experimental.agent` capabilities: streaming, approvals and questions. */
+/** Declares the `experimental.agent` capabilities: streaming, approvals, questions and,
+ *  unless `agent-lsp.languageServers` is off, the other language servers' diagnostics and
+ *  requests. */
 class AgentFeature implements StaticFeature {
+  constructor(private shareLanguageServers: boolean) {}
   fillClientCapabilities(capabilities: ClientCapabilities): void {
+    const share = this.shareLanguageServers;
     capabilities.experimental = {
       ...(capabilities.experimental as object),
-      agent: { updates: true, permissions: true, questions: true },
+      agent: { updates: true, permissions: true, questions: true, diagnostics: share, lsp: share },
     };
   }
   getState() {
@@ -116,7 +121,11 @@ export class Agent {
       outputChannel: this.log,
     };
     const client = new LanguageClient("agent-lsp", "agent-lsp", serverOptions, clientOptions);
-    client.registerFeature(new AgentFeature());
+    client.registerFeature(new AgentFeature(config.get<boolean>("languageServers") ?? true));
+    const intelligence = new LanguageIntelligence(client);
+    this.context.subscriptions.push(intelligence);
+    client.onRequest("agent/diagnostics", (params: Params<"agent/diagnostics">) => intelligence.diagnostics(params));
+    client.onRequest("agent/lsp", (params: Params<"agent/lsp">) => intelligence.request(params));
     client.onNotification("agent/update", (params: Params<"agent/update">) => this.onUpdate(params));
     client.onRequest("agent/requestPermission", (params: Params<"agent/requestPermission">) =>
       this.approve(params),
