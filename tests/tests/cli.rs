@@ -46,7 +46,11 @@ fn doctor_reports_layers_database_and_a_reachable_provider() {
     let (code, out, err) = env.run(&["doctor", "--cwd", env.workspace().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("provider       openai"), "{out}");
-    assert!(out.contains("$FAKE_KEY (not set)"), "{out}");
+    assert!(
+        out.contains("[ok  ] api key   $FAKE_KEY is not set (a local server usually needs none)"),
+        "{out}"
+    );
+    assert!(out.contains("[ok  ] data dir"), "{out}");
     assert!(out.contains("[ok  ] database"), "{out}");
     assert!(out.contains("integrity ok"), "{out}");
     assert!(out.contains("[ok  ] provider  GET "), "{out}");
@@ -93,6 +97,77 @@ fn doctor_fails_on_a_bad_config_and_an_unreachable_provider() {
     assert!(out.contains("mood"), "the bad key is named: {out}");
     assert!(out.contains("[FAIL] provider"), "{out}");
     assert!(out.contains("not reachable"), "{out}");
+}
+
+#[test]
+fn doctor_layers_the_editors_settings_and_names_what_is_missing() {
+    // How the editors' health checks run it: their settings over the files.
+    let env = TestEnv::new();
+    let llm = FakeLlm::start(&json!({"turns": []}), "openai");
+    point_at(&env, &llm, "");
+    let ws = env.workspace();
+    let doctor = |settings: &str| {
+        let (code, out, _) = env.run(&[
+            "doctor",
+            "--json",
+            "--cwd",
+            ws.to_str().unwrap(),
+            "--settings",
+            settings,
+        ]);
+        let report: Value = serde_json::from_str(&out).unwrap();
+        (code, report)
+    };
+    let check = |report: &Value, name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} check: {report}"))
+    };
+
+    let (code, report) = doctor(r#"{"model": "from-the-editor"}"#);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["effective"]["model"], "from-the-editor");
+
+    // A remote provider whose key variable is unset: named, and the exit code says so.
+    let (code, report) = doctor(
+        r#"{"base_url": "https://models.example.invalid/v1", "api_key_env": "NO_SUCH_KEY_VAR"}"#,
+    );
+    assert_eq!(code, 1);
+    let key = check(&report, "api key");
+    assert_eq!(key["ok"], false);
+    assert!(
+        key["detail"]
+            .as_str()
+            .unwrap()
+            .contains("$NO_SUCH_KEY_VAR is not set"),
+        "{key}"
+    );
+
+    let (code, report) = doctor("{not json");
+    assert_eq!(code, 1);
+    let config = check(&report, "config");
+    assert_eq!(config["ok"], false);
+    assert!(
+        config["detail"]
+            .as_str()
+            .unwrap()
+            .contains("--settings is not JSON"),
+        "{config}"
+    );
+
+    let (code, report) = doctor(r#"{"provider": "telepathy"}"#);
+    assert_eq!(code, 1);
+    assert!(
+        check(&report, "config")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("telepathy"),
+        "{report}"
+    );
 }
 
 #[test]

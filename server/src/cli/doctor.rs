@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::config::{Config, LayerState, Layers, ProviderKind};
+use crate::config::{Config, ConfigLayer, LayerSource, LayerState, Layers, ProviderKind};
 use crate::store::Store;
 
 #[derive(Debug, Serialize)]
@@ -25,26 +25,38 @@ struct Report {
     checks: Vec<Check>,
 }
 
-pub async fn run(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<i32> {
+pub async fn run(cwd: Option<PathBuf>, json: bool, settings: Option<&str>) -> anyhow::Result<i32> {
     let cwd = match cwd {
         Some(dir) => dir,
         None => std::env::current_dir()?,
     };
     let workspace = crate::workspace::root_for_file(&cwd.join("."));
     let mut layers = Layers::default();
-    let config_errors = layers.load_files(Some(&workspace));
+    let mut config_errors = layers.load_files(Some(&workspace));
+    if let Some(text) = settings {
+        let parsed = serde_json::from_str(text)
+            .map_err(|e| format!("--settings is not JSON: {e}"))
+            .and_then(|value| ConfigLayer::from_json(&value));
+        if let Err(e) = layers.set(LayerSource::InitializationOptions, None, parsed) {
+            config_errors.push(e);
+        }
+    }
     let effective = layers.effective();
 
     let mut checks = vec![Check {
         name: "config",
         ok: config_errors.is_empty(),
         detail: if config_errors.is_empty() {
-            format!("{} file layer(s) read", layers.states().len())
+            format!("{} layer(s) read", layers.states().len())
         } else {
             config_errors.join("; ")
         },
     }];
+    checks.push(data_dir_check());
     checks.push(database_check());
+    if let Some(check) = api_key_check(&effective) {
+        checks.push(check);
+    }
     checks.push(provider_check(&effective).await);
     if let Some(check) = window_check(&effective).await {
         checks.push(check);
@@ -83,10 +95,10 @@ fn write_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         let path = l
             .path
             .as_ref()
-            .map(|p| p.display().to_string())
+            .map(|p| format!(" {}", p.display()))
             .unwrap_or_default();
         let state = l.error.as_deref().unwrap_or("ok");
-        writeln!(out, "  layer {:?}: {path} ({state})", l.source)?;
+        writeln!(out, "  layer {:?}{path} ({state})", l.source)?;
     }
     let c = &r.effective;
     let provider = c
@@ -100,14 +112,6 @@ fn write_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     if let Some(u) = &c.base_url {
         writeln!(out, "base url       {u}")?;
     }
-    if let Some(var) = &c.api_key_env {
-        let set = std::env::var_os(var).is_some_and(|v| !v.is_empty());
-        writeln!(
-            out,
-            "api key        ${var} ({})",
-            if set { "set" } else { "not set" }
-        )?;
-    }
     writeln!(
         out,
         "mode           {}  (max {} steps)",
@@ -119,6 +123,52 @@ fn write_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         writeln!(out, "[{mark}] {:<9} {}", check.name, check.detail)?;
     }
     Ok(())
+}
+
+/// The server writes its database, snapshots and logs here; a read-only home breaks all of it.
+fn data_dir_check() -> Check {
+    let dir = crate::paths::data_dir();
+    let probe = dir.join(format!(".doctor-{}", std::process::id()));
+    let result = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&probe, b"ok"))
+        .and_then(|()| std::fs::remove_file(&probe));
+    Check {
+        name: "data dir",
+        ok: result.is_ok(),
+        detail: match result {
+            Ok(()) => format!("{} is writable", dir.display()),
+            Err(e) => format!("{} is not writable: {e}", dir.display()),
+        },
+    }
+}
+
+/// The variable named by `api_key_env`, in the environment the server would run in. A
+/// server on this machine (Ollama, llama.cpp…) usually needs no key, so there it only informs.
+fn api_key_check(c: &Config) -> Option<Check> {
+    let var = c.api_key_env.as_deref()?;
+    let set = std::env::var_os(var).is_some_and(|v| !v.is_empty());
+    let local = c.base_url.as_deref().is_some_and(is_loopback);
+    let detail = match (set, local) {
+        (true, _) => format!("${var} is set"),
+        (false, true) => format!("${var} is not set (a local server usually needs none)"),
+        (false, false) => {
+            format!("${var} is not set in this environment (the editor's, when it runs the check)")
+        }
+    };
+    Some(Check {
+        name: "api key",
+        ok: set || local,
+        detail,
+    })
+}
+
+fn is_loopback(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|u| match u.host() {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    })
 }
 
 fn database_check() -> Check {

@@ -70,6 +70,10 @@ pub enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// The editor's settings (its initializationOptions) as JSON, layered over the
+        /// files as the server would: how the editors' health checks see their own setup.
+        #[arg(long, value_name = "JSON")]
+        settings: Option<String>,
     },
 }
 
@@ -155,7 +159,11 @@ pub async fn run(command: Command) -> i32 {
     let result = match command {
         Command::Lsp => unreachable!("main serves LSP itself"),
         Command::Session(cmd) => session::run(cmd).await,
-        Command::Doctor { cwd, json } => doctor::run(cwd, json).await,
+        Command::Doctor {
+            cwd,
+            json,
+            settings,
+        } => doctor::run(cwd, json, settings.as_deref()).await,
         Command::Run(args) => run::run(args).await,
         Command::Snapshot(cmd) => session::snapshot(cmd),
         Command::Memory { command, place } => memory::run(command, place).await,
