@@ -25,6 +25,19 @@ pub fn root_for_file(file: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// The Neovim plugin finds roots with the same markers (so both agree on a workspace).
+    #[test]
+    fn the_neovim_plugin_uses_the_same_markers() {
+        let init = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../editors/nvim/lua/agent_lsp/init.lua"
+        );
+        let text = std::fs::read_to_string(init).unwrap();
+        let quoted: Vec<String> = MARKERS.iter().map(|m| format!("\"{m}\"")).collect();
+        let want = format!("root_markers = {{ {} }},", quoted.join(", "));
+        assert!(text.contains(&want), "{init} should have `{want}`");
+    }
+
     #[test]
     fn nearest_marker_else_the_files_folder() {
         let dir = tempfile::tempdir().unwrap();

@@ -203,3 +203,16 @@ fn the_agent_sees_pyrights_diagnostics_and_definitions_through_neovim() {
         "pyright's definition reached the model: {after_lsp}"
     );
 }
+
+/// Neovim 0.11's configuration: `vim.lsp.config` + `vim.lsp.enable` without setup(), and
+/// `:checkhealth agent_lsp` (editors/nvim/tests/health.lua checks the report).
+#[test]
+fn vim_lsp_enable_starts_the_agent_and_checkhealth_reports_its_setup() {
+    let turns = json!([{"expect": {"last_message_contains": "say hi"},
+                        "reply": {"text": "Hi from the model."}}]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = TestEnv::new();
+    let file = env.answer_workspace(&llm);
+    std::fs::create_dir_all(env.workspace().join(".git")).unwrap();
+    headless(&env, &file, "tests/health.lua");
+}

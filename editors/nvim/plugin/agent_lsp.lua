@@ -1,4 +1,5 @@
--- agent-lsp for Neovim: the commands. The client starts with require("agent_lsp").setup().
+-- agent-lsp for Neovim: the commands. The client starts with vim.lsp.enable("agent_lsp")
+-- (Neovim 0.11) or require("agent_lsp").setup().
 if vim.g.loaded_agent_lsp then
   return
 end

@@ -15,8 +15,8 @@ local defaults = {
   settings = {},
   -- Filetypes to attach to; nil means every buffer backed by a file.
   filetypes = nil,
-  -- What marks a workspace root (else the current directory).
-  root_markers = { ".git", ".agent-lsp" },
+  -- What marks a workspace root (else the current directory): the server's own markers.
+  root_markers = { ".git", ".jj", ".svn", ".hg", ".helix", ".agent-lsp.toml" },
   -- Open the chat window when a prompt is sent.
   open_chat = true,
   chat = { width = 64 },
@@ -30,7 +30,9 @@ M.config = vim.deepcopy(defaults)
 -- The session prompts go to, its mode, and what the agent is doing.
 M.state = { session = nil, mode = nil, status = "idle", last_undo = nil }
 
-local NAME = "agent-lsp"
+-- The client's name: the config's, as in vim.lsp.enable("agent_lsp").
+M.NAME = "agent_lsp"
+local NAME = M.NAME
 
 local function request(client, method, params, handler)
   if vim.fn.has("nvim-0.11") == 1 then
@@ -56,7 +58,11 @@ end
 local function call(method, params, done)
   local client = M.client()
   if not client then
-    notify("the server is not running (open a file, or check `cmd` in setup)", vim.log.levels.WARN)
+    notify(
+      "the server is not running: open a file after vim.lsp.enable('agent_lsp') or setup(), "
+        .. "and see :checkhealth agent_lsp",
+      vim.log.levels.WARN
+    )
     return
   end
   request(client, method, params, function(err, result)
@@ -152,30 +158,36 @@ local function on_question(_, params)
   return { answers = answers }
 end
 
-local function root_for(bufnr)
-  local root = vim.fs.root and vim.fs.root(bufnr, M.config.root_markers)
+--- The root of `bufnr`'s workspace: the nearest of `markers` above it, else the current
+--- directory.
+local function root_for(bufnr, markers)
+  local root = vim.fs.root and vim.fs.root(bufnr, markers)
   return root or vim.fn.getcwd()
 end
 
---- Starts (or reuses) the client for a buffer backed by a file.
-function M.attach(bufnr)
-  bufnr = bufnr or vim.api.nvim_get_current_buf()
-  if vim.bo[bufnr].buftype ~= "" or vim.api.nvim_buf_get_name(bufnr) == "" then
-    return
-  end
-  local fts = M.config.filetypes
-  if fts and not vim.tbl_contains(fts, vim.bo[bufnr].filetype) then
-    return
-  end
+local function has_file(bufnr)
+  return vim.bo[bufnr].buftype == "" and vim.api.nvim_buf_get_name(bufnr) ~= ""
+end
+
+--- The client's configuration from `M.config`: what `lsp/agent_lsp.lua` gives
+--- `vim.lsp.config` (Neovim 0.11), and what setup() starts on older versions.
+function M.client_config()
   local capabilities = vim.lsp.protocol.make_client_capabilities()
   local shares = M.config.language_servers
   capabilities.experimental = {
     agent = { updates = true, permissions = true, questions = true, diagnostics = shares, lsp = shares },
   }
-  return vim.lsp.start({
-    name = NAME,
+  return {
     cmd = M.config.cmd,
-    root_dir = root_for(bufnr),
+    filetypes = M.config.filetypes,
+    root_markers = M.config.root_markers,
+    -- Buffers without a file have no workspace; vim.lsp.config's root_markers win.
+    root_dir = function(bufnr, on_dir)
+      if has_file(bufnr) then
+        local resolved = vim.lsp.config and vim.lsp.config[M.NAME]
+        on_dir(root_for(bufnr, resolved and resolved.root_markers or M.config.root_markers))
+      end
+    end,
     -- An empty Lua table would go out as a JSON array.
     init_options = next(M.config.settings) and M.config.settings or vim.empty_dict(),
     capabilities = capabilities,
@@ -186,14 +198,68 @@ function M.attach(bufnr)
       ["agent/diagnostics"] = intelligence.on_diagnostics,
       ["agent/lsp"] = intelligence.on_lsp,
     },
-  }, { bufnr = bufnr })
+    on_init = function()
+      M.init()
+    end,
+  }
 end
 
+--- The resolved configuration: vim.lsp.config's (with the user's overrides) on 0.11.
+local function resolved_config()
+  if vim.lsp.config then
+    return vim.deepcopy(vim.lsp.config[M.NAME])
+  end
+  local config = M.client_config()
+  config.name = M.NAME
+  return config
+end
+
+--- Starts (or reuses) the client for a buffer backed by a file.
+function M.attach(bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  if not has_file(bufnr) then
+    return
+  end
+  local config = resolved_config()
+  if config.filetypes and not vim.tbl_contains(config.filetypes, vim.bo[bufnr].filetype) then
+    return
+  end
+  config.root_dir = root_for(bufnr, config.root_markers)
+  return vim.lsp.start(config, { bufnr = bufnr })
+end
+
+local initialized = false
+
+--- What the plugin sets up once, whether started by setup() or by vim.lsp.enable: the chat,
+--- the diagnostics tracking and the "Agent: ask…" command of the code actions.
+function M.init()
+  if initialized then
+    return
+  end
+  initialized = true
+  chat.setup(M.config.chat, M)
+  intelligence.setup(vim.api.nvim_create_augroup("agent_lsp_intelligence", { clear = true }), M.NAME)
+  -- "Agent: ask…": our own input box, with the selection.
+  vim.lsp.commands["agent.ask"] = function(command)
+    local target = (command.arguments or {})[1] or {}
+    vim.ui.input({ prompt = "Ask the agent: " }, function(text)
+      if text and text ~= "" then
+        M.prompt(text, target.uri and { uri = target.uri, range = target.range } or nil)
+      end
+    end)
+  end
+end
+
+--- Optional: the plugin's options (see `defaults`), and the client for every buffer backed
+--- by a file. Without it, `vim.lsp.enable("agent_lsp")` starts the client with the defaults.
 function M.setup(opts)
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts or {})
-  chat.setup(M.config.chat, M)
+  initialized = false
+  M.init()
+  if vim.lsp.config then
+    vim.lsp.config(M.NAME, {}) -- drops a configuration resolved before these options
+  end
   local group = vim.api.nvim_create_augroup("agent_lsp", { clear = true })
-  intelligence.setup(group)
   vim.api.nvim_create_autocmd({ "BufReadPost", "BufNewFile" }, {
     group = group,
     callback = function(ev)
@@ -204,15 +270,6 @@ function M.setup(opts)
     if vim.api.nvim_buf_is_loaded(buf) then
       M.attach(buf)
     end
-  end
-  -- "Agent: ask…" from the code actions: our own input box, with the selection.
-  vim.lsp.commands["agent.ask"] = function(command)
-    local target = (command.arguments or {})[1] or {}
-    vim.ui.input({ prompt = "Ask the agent: " }, function(text)
-      if text and text ~= "" then
-        M.prompt(text, target.uri and { uri = target.uri, range = target.range } or nil)
-      end
-    end)
   end
 end
 

@@ -5,12 +5,14 @@
 
 local M = {}
 
-local NAME = "agent-lsp"
+-- The agent-lsp client's name, given by setup().
+local NAME = "agent_lsp"
 
 -- b:changedtick of each buffer when its diagnostics last changed.
 local published = {}
 
-function M.setup(group)
+function M.setup(group, client_name)
+  NAME = client_name
   vim.api.nvim_create_autocmd("DiagnosticChanged", {
     group = group,
     callback = function(ev)
