@@ -21,7 +21,6 @@ import {
   fromHistory,
   keepWork,
   permissionReply,
-  serverSettings,
   statusText,
   type ChatState,
   type Diff,
@@ -31,6 +30,10 @@ import { MemoryView } from "./memoryView";
 import { exportSummary } from "./knowledge";
 import { journalItem } from "./memory";
 import { LanguageIntelligence } from "./intelligence";
+import { checkSettings, setupReport, type CheckedSettings, type DoctorReport } from "./setup";
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
 import type {
   Method,
   Params,
@@ -113,11 +116,12 @@ export class Agent {
 
   async start() {
     const config = vscode.workspace.getConfiguration("agent-lsp");
-    const command = config.get<string>("serverPath") || "agent-lsp";
-    const serverOptions: ServerOptions = { command, args: ["lsp"] };
+    const checked = checkedSettings();
+    warnAbout(checked);
+    const serverOptions: ServerOptions = { command: serverBinary(checked), args: ["lsp"] };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: "file" }],
-      initializationOptions: serverSettings((k) => config.get<string>(k)),
+      initializationOptions: checked.settings,
       outputChannel: this.log,
     };
     const client = new LanguageClient("agent-lsp", "agent-lsp", serverOptions, clientOptions);
@@ -373,6 +377,28 @@ export class Agent {
     }
   }
 
+  /** "Agent: Check Setup": the settings checked and `agent-lsp doctor` with them, as a
+   * markdown document, and a summary. */
+  async checkSetup() {
+    const checked = checkedSettings();
+    const binary = serverBinary(checked);
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? homedir();
+    const args = ["doctor", "--json", "--cwd", folder, "--settings", JSON.stringify(checked.settings)];
+    let report: DoctorReport | undefined;
+    let failure: string | undefined;
+    try {
+      report = JSON.parse(await runDoctor(binary, args));
+    } catch (e: any) {
+      failure = e?.message ?? String(e);
+    }
+    const running = this.client?.isRunning() ?? false;
+    const r = setupReport({ binary, running, problems: checked.problems, report, failure });
+    const doc = await vscode.workspace.openTextDocument({ language: "markdown", content: r.markdown });
+    await vscode.window.showTextDocument(doc);
+    if (r.ok) vscode.window.showInformationMessage(r.summary);
+    else vscode.window.showWarningMessage(r.summary);
+  }
+
   async pickSession() {
     const list = await this.request("agent/sessions", {});
     const pick = await vscode.window.showQuickPick(
@@ -384,6 +410,36 @@ export class Agent {
 }
 
 let agent: Agent | undefined;
+
+function checkedSettings(): CheckedSettings {
+  const config = vscode.workspace.getConfiguration("agent-lsp");
+  return checkSettings((k) => config.get<string>(k), existsSync);
+}
+
+/** The server binary: agent-lsp.serverPath when it is valid, else `agent-lsp` from PATH. */
+function serverBinary(checked: CheckedSettings): string {
+  const path = vscode.workspace.getConfiguration("agent-lsp").get<string>("serverPath")?.trim();
+  return path && !checked.problems.some((p) => p.startsWith("agent-lsp.serverPath")) ? path : "agent-lsp";
+}
+
+/** Says which settings are wrong (they are left out), with a way to them. */
+function warnAbout(checked: CheckedSettings) {
+  if (!checked.problems.length) return;
+  void vscode.window
+    .showWarningMessage(`agent-lsp: ${checked.problems.join(" ")}`, "Open Settings")
+    .then((pick) => pick && vscode.commands.executeCommand("workbench.action.openSettings", "agent-lsp"));
+}
+
+/** `agent-lsp doctor` output: it exits 1 when a check failed, and still prints its report. */
+function runDoctor(binary: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) =>
+    execFile(binary, args, { timeout: 30_000, maxBuffer: 4 << 20 }, (err: any, stdout, stderr) => {
+      if (stdout.trimStart().startsWith("{")) resolve(stdout);
+      else if (err?.code === "ENOENT") reject(new Error("not found: set agent-lsp.serverPath or put agent-lsp on PATH"));
+      else reject(new Error(stderr.trim() || String(err?.message ?? err)));
+    }),
+  );
+}
 
 export async function activate(context: vscode.ExtensionContext) {
   agent = new Agent(context);
@@ -400,6 +456,12 @@ export async function activate(context: vscode.ExtensionContext) {
   command("agent-lsp.sessions", () => a.pickSession());
   command("agent-lsp.journal", () => a.searchJournal());
   command("agent-lsp.exportKnowledge", () => a.exportKnowledge());
+  command("agent-lsp.checkSetup", () => a.checkSetup());
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration("agent-lsp")) warnAbout(checkedSettings());
+    }),
+  );
   command("agent-lsp.showChat", () => vscode.commands.executeCommand("agent-lsp.chat.focus"));
   command("agent-lsp.showMemory", async () => {
     await vscode.commands.executeCommand("agent-lsp.memory.focus");
@@ -408,7 +470,7 @@ export async function activate(context: vscode.ExtensionContext) {
   await a.start().catch((e) => {
     a.notRunning();
     vscode.window.showErrorMessage(
-      `agent-lsp could not start (${e?.message ?? e}); set agent-lsp.serverPath or put agent-lsp on PATH`,
+      `agent-lsp could not start (${e?.message ?? e}); set agent-lsp.serverPath or put agent-lsp on PATH, and see Agent: Check Setup`,
     );
   });
 }

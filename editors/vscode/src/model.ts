@@ -193,21 +193,3 @@ export const ALLOW_ONCE = "Allow once";
 export const ALWAYS = "Always allow";
 export const DENY = "Deny…";
 export const SHOW_DIFF = "Show diff";
-
-/** Server settings (initializationOptions) from the extension's settings; empty ones are
- * left out so config.toml decides. */
-export function serverSettings(get: (key: string) => string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  const keys: [string, string][] = [
-    ["provider", "provider"],
-    ["model", "model"],
-    ["baseUrl", "base_url"],
-    ["apiKeyEnv", "api_key_env"],
-    ["mode", "mode"],
-  ];
-  for (const [setting, key] of keys) {
-    const v = get(setting);
-    if (v) out[key] = v;
-  }
-  return out;
-}

@@ -10,10 +10,10 @@ import {
   fromHistory,
   keepWork,
   permissionReply,
-  serverSettings,
   statusText,
   workText,
 } from "../src/model";
+import { checkSettings, setupReport } from "../src/setup";
 
 test("chunks of one message merge; a new message starts a new entry", () => {
   const s = emptyState("s1");
@@ -137,11 +137,69 @@ test("approval buttons map to the protocol's outcomes", () => {
 
 test("settings become initializationOptions with config.toml's keys; empty ones are left out", () => {
   const settings: Record<string, string> = { provider: "openai", model: "", baseUrl: "http://127.0.0.1:1/v1", apiKeyEnv: "KEY" };
-  assert.deepEqual(serverSettings((k) => settings[k]), {
-    provider: "openai",
-    base_url: "http://127.0.0.1:1/v1",
-    api_key_env: "KEY",
+  assert.deepEqual(checkSettings((k) => settings[k], () => true), {
+    settings: { provider: "openai", base_url: "http://127.0.0.1:1/v1", api_key_env: "KEY" },
+    problems: [],
   });
+});
+
+test("a wrong setting is left out with a message that says what it should be", () => {
+  const settings: Record<string, string> = {
+    serverPath: "/nowhere/agent-lsp",
+    provider: "gpt",
+    model: "qwen3",
+    baseUrl: "localhost:11434",
+    apiKeyEnv: "sk-proj-abc123",
+    mode: "yolo",
+  };
+  const checked = checkSettings((k) => settings[k], (p) => p !== "/nowhere/agent-lsp");
+  assert.deepEqual(checked.settings, { model: "qwen3" });
+  assert.deepEqual(checked.problems, [
+    "agent-lsp.serverPath no file at /nowhere/agent-lsp; it is ignored.",
+    "agent-lsp.provider must be one of openai, ollama, anthropic (or empty); it is ignored.",
+    'agent-lsp.baseUrl must be an http(s) URL such as http://localhost:11434/v1, not "localhost:11434"; it is ignored.',
+    "agent-lsp.apiKeyEnv names the environment variable that holds the key (e.g. OPENAI_API_KEY), not the key itself; it is ignored.",
+    "agent-lsp.mode must be one of build, plan, auto (or empty); it is ignored.",
+  ]);
+  assert.deepEqual(checkSettings((k) => ({ baseUrl: "https://api.example.com/v1" })[k], () => false).problems, []);
+});
+
+test("the setup report lists the doctor's layers and checks and sums up what failed", () => {
+  const report = {
+    version: "0.1.0",
+    workspace: "/w",
+    layers: [
+      { source: "user", path: "/home/u/.config/agent-lsp/config.toml", error: null },
+      { source: "workspace", path: "/w/.agent-lsp.toml", error: "bad configuration: line 2" },
+      { source: "initialization_options", path: null, error: null },
+    ],
+    checks: [
+      { name: "config", ok: false, detail: "bad configuration: line 2" },
+      { name: "data dir", ok: true, detail: "/d is writable" },
+      { name: "provider", ok: false, detail: "GET http://127.0.0.1:1/v1/models: not reachable" },
+    ],
+  };
+  const r = setupReport({ binary: "/bin/agent-lsp", running: true, problems: [], report });
+  assert.equal(r.ok, false);
+  assert.equal(r.summary, "agent-lsp: setup has 2 problem(s): configuration, provider");
+  for (const line of [
+    "- ok: /bin/agent-lsp (agent-lsp 0.1.0)",
+    "- ok: the server runs",
+    "- ok: the agent-lsp.* settings are valid",
+    "## Configuration (workspace /w)",
+    "- ok: layer user (/home/u/.config/agent-lsp/config.toml)",
+    "- FAIL: layer workspace (/w/.agent-lsp.toml): bad configuration: line 2",
+    "- ok: layer initialization_options (the extension's settings)",
+    "- ok: data dir: /d is writable",
+    "- FAIL: provider: GET http://127.0.0.1:1/v1/models: not reachable",
+  ]) {
+    assert.ok(r.markdown.includes(line), `${line}\n--- in\n${r.markdown}`);
+  }
+  assert.ok(!r.markdown.includes("config: "), "the layers are not repeated");
+
+  const missing = setupReport({ binary: "agent-lsp", running: false, problems: [], failure: "agent-lsp not found" });
+  assert.equal(missing.summary, "agent-lsp: setup has 2 problem(s): binary, server");
+  assert.ok(missing.markdown.includes("- FAIL: agent-lsp: agent-lsp not found"));
 });
 
 test("the state file's focus and phase come with state updates and outlive a session", () => {
