@@ -2,6 +2,7 @@
 //!
 //! See ARCHITECTURE.md for the layers and their invariants.
 
+pub mod acp;
 pub mod agent;
 pub mod cli;
 pub mod config;

@@ -4,8 +4,8 @@ use agent_lsp::cli::{Cli, Command};
 
 fn main() {
     let cli = Cli::parse();
-    let serving_lsp = matches!(cli.command, None | Some(Command::Lsp));
-    // The LSP server logs at info; other commands keep stderr for their own messages.
+    let serving_lsp = matches!(cli.command, None | Some(Command::Lsp | Command::Acp));
+    // The LSP and ACP servers log at info; other commands keep stderr for their own messages.
     let default_level = if serving_lsp { "info" } else { "warn" };
     if let Err(e) = agent_lsp::logging::init(cli.log_file.as_deref(), default_level) {
         eprintln!("agent-lsp: cannot open the log file: {e}");

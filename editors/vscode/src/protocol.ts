@@ -4,6 +4,10 @@
 
 
 /**
+ * What a session is doing.
+ */
+export type SessionStatus = (("idle" | "busy") | "waiting")
+/**
  * What a message part holds.
  */
 export type PartKind = (("text" | "reasoning") | "tool" | "step_start" | "patch" | "note" | "usage" | "error")
@@ -16,9 +20,13 @@ export type PartStatus = (("streaming" | "pending" | "running" | "completed" | "
  */
 export type PermissionOption = ("once" | "always" | "reject")
 /**
- * What a session is doing.
+ * Where `agent/search` looks.
  */
-export type SessionStatus = (("idle" | "busy") | "waiting")
+export type SearchScope = ("all" | "session" | "project")
+/**
+ * How a memory fact is shown.
+ */
+export type Tier = ("core" | "archival" | "temporary" | "pinned")
 /**
  * Where a memory fact holds.
  */
@@ -31,15 +39,6 @@ export type Sensitivity = ("normal" | "local-only")
  * Who wrote a memory fact.
  */
 export type FactSource = (("user" | "model") | "dream")
-/**
- * How a memory fact is shown.
- */
-export type Tier = ("core" | "archival" | "temporary" | "pinned")
-export type PermissionOutcome = (("once" | "always" | "reject") | "cancelled")
-/**
- * Where `agent/search` looks.
- */
-export type SearchScope = ("all" | "session" | "project")
 /**
  * One update, tagged by `kind`.
  */
@@ -57,24 +56,24 @@ messageId: string
 text: string
 } | {
 kind: "tool_call"
-locations?: (Location[] | null)
-name: string
-rawInput: unknown
-status: ToolCallStatus
-title: string
 toolCallId: string
+name: string
+title: string
 /**
  * (`kind` names the update.)
  */
 toolKind: ("read" | "edit" | "search" | "execute" | "fetch" | "other")
+status: ToolCallStatus
+rawInput: unknown
+locations?: (Location[] | null)
 } | {
-diff?: (EditDiff | null)
 kind: "tool_call_update"
+toolCallId: string
 name: string
-output: string
 status: ToolResultStatus
 title: string
-toolCallId: string
+output: string
+diff?: (EditDiff | null)
 } | {
 kind: "status"
 status: TurnStatus
@@ -83,27 +82,27 @@ status: TurnStatus
  */
 stopReason?: (TurnEnd | null)
 } | {
-cacheReadTokens: number
-inputTokens: number
 kind: "usage"
+inputTokens: number
 outputTokens: number
+cacheReadTokens: number
 } | {
 kind: "plan"
 todos: Todo[]
 } | {
-files: string[]
 kind: "revert"
 messageId?: (string | null)
+files: string[]
 } | {
-focus?: (string | null)
 kind: "state"
 path: string
+focus?: (string | null)
 phase?: (string | null)
 } | {
-attempt: number
 kind: "retry"
-reason: string
+attempt: number
 waitMs: number
+reason: string
 } | {
 kind: "error"
 message: string
@@ -118,34 +117,79 @@ export type TurnStatus = ("busy" | "idle")
  * How a turn ended.
  */
 export type TurnEnd = (("max_steps" | "cancelled" | "error") | "end_turn" | "max_tokens")
+export type PermissionOutcome = (("once" | "always" | "reject") | "cancelled")
 
 /**
  * Every agent/* method: its params and (for requests) its result.
  */
 export interface AgentProtocol {
+"agent/prompt": {
+params: PromptParams
+result: PromptResult
+}
 "agent/cancel": {
 params: SessionParams
+result: Empty
+}
+"agent/sessions": {
+params: NoParams
+result: SessionItem[]
+}
+"agent/history": {
+params: SessionParams
+result: SessionHistory
+}
+"agent/revert": {
+params: RevertParams
+result: RevertResult
+}
+"agent/unrevert": {
+params: SessionParams
+result: RedoResult
+}
+"agent/redo": {
+params: SessionParams
+result: RedoResult
+}
+"agent/undo": {
+params: SessionParams
+result: RevertResult
+}
+"agent/setMode": {
+params: SetModeParams
 result: Empty
 }
 "agent/compact": {
 params: SessionParams
 result: CompactResult
 }
+"agent/search": {
+params: SearchParams
+result: SearchHit[]
+}
 "agent/config": {
 params: NoParams
 result: ConfigResult
 }
-"agent/diagnostics": {
-params: DiagnosticsParams
-result: DiagnosticsResult
+"agent/state": {
+params: NoParams
+result: StateResult
 }
-"agent/documentText": {
-params: DocumentTextParams
-result: DocumentTextResult
+"agent/memory/list": {
+params: NoParams
+result: MemoryListResult
 }
-"agent/history": {
-params: SessionParams
-result: SessionHistory
+"agent/memory/why": {
+params: MemoryWhyParams
+result: MemoryWhyResult
+}
+"agent/memory/update": {
+params: MemoryUpdateParams
+result: Empty
+}
+"agent/memory/forget": {
+params: FactParams
+result: Empty
 }
 "agent/journal/search": {
 params: JournalSearchParams
@@ -155,73 +199,66 @@ result: JournalSearchResult
 params: NoParams
 result: KnowledgeExportResult
 }
-"agent/lsp": {
-params: CodeRequestParams
-result: CodeRequestResult
+"agent/documentText": {
+params: DocumentTextParams
+result: DocumentTextResult
 }
-"agent/memory/forget": {
-params: FactParams
-result: Empty
-}
-"agent/memory/list": {
-params: NoParams
-result: MemoryListResult
-}
-"agent/memory/update": {
-params: MemoryUpdateParams
-result: Empty
-}
-"agent/memory/why": {
-params: MemoryWhyParams
-result: MemoryWhyResult
-}
-"agent/prompt": {
-params: PromptParams
-result: PromptResult
-}
-"agent/question": {
-params: QuestionParams
-result: QuestionResult
-}
-"agent/redo": {
-params: SessionParams
-result: RedoResult
+"agent/update": {
+params: UpdateParams
 }
 "agent/requestPermission": {
 params: PermissionParams
 result: PermissionResult
 }
-"agent/revert": {
-params: RevertParams
-result: RevertResult
+"agent/question": {
+params: QuestionParams
+result: QuestionResult
 }
-"agent/search": {
-params: SearchParams
-result: SearchHit[]
+"agent/diagnostics": {
+params: DiagnosticsParams
+result: DiagnosticsResult
 }
-"agent/sessions": {
-params: NoParams
-result: SessionItem[]
+"agent/lsp": {
+params: CodeRequestParams
+result: CodeRequestResult
 }
-"agent/setMode": {
-params: SetModeParams
-result: Empty
 }
-"agent/state": {
-params: NoParams
-result: StateResult
+export interface PromptParams {
+/**
+ * None starts a session.
+ */
+sessionId?: (string | null)
+text: string
+context?: (PromptContext | null)
+/**
+ * A permission mode for the session (`build`, `plan`, ...).
+ */
+mode?: (string | null)
 }
-"agent/undo": {
-params: SessionParams
-result: RevertResult
+export interface PromptContext {
+uri: string
+/**
+ * The selection; its text and the diagnostics the client last showed in it go along.
+ */
+range?: (RangeSchema | null)
 }
-"agent/unrevert": {
-params: SessionParams
-result: RedoResult
+/**
+ * An LSP range (zero-based lines and columns in the negotiated encoding), for the schema.
+ */
+export interface RangeSchema {
+start: PositionSchema
+end: PositionSchema
 }
-"agent/update": {
-params: UpdateParams
+export interface PositionSchema {
+line: number
+character: number
 }
+export interface PromptResult {
+sessionId: string
+/**
+ * The admitted input's id (the user message's id once it runs).
+ */
+messageId: string
 }
 export interface SessionParams {
 sessionId: string
@@ -232,15 +269,204 @@ sessionId: string
 export interface Empty {
 
 }
-export interface CompactResult {
 /**
- * The session's distillations afterwards.
+ * No parameters: an empty object, null, or none.
+ */
+export interface NoParams {
+[k: string]: unknown
+}
+/**
+ * A session as `agent/sessions` lists it.
+ */
+export interface SessionItem {
+sessionId: string
+title: string
+status: SessionStatus
+/**
+ * Milliseconds since the Unix epoch.
+ */
+updatedAt: number
+workspace: string
+}
+/**
+ * `agent/history`: everything known about one session.
+ */
+export interface SessionHistory {
+sessionId: string
+workspace: string
+title: string
+status: SessionStatus
+mode?: (string | null)
+createdAt: number
+updatedAt: number
+messageCount: number
+revert?: (StagedRevert | null)
+messages: HistoryMessage[]
+inbox: InboxItem[]
+todos: Todo[]
+pendingPermissions: PendingPermission[]
+/**
+ * Whether a turn of the session runs in this server.
+ */
+running: boolean
+/**
+ * Oldest first, archived ones too.
  */
 distillations: DistillationItem[]
+}
 /**
- * Messages the next request shows raw.
+ * A staged revert: the files put back before `messageId`, and the snapshot redo restores.
  */
-keptMessages: number
+export interface StagedRevert {
+messageId: string
+snapshot: string
+files: string[]
+}
+export interface HistoryMessage {
+messageId: string
+/**
+ * `user` or `assistant`.
+ */
+role: string
+/**
+ * Milliseconds since the Unix epoch.
+ */
+createdAt: number
+/**
+ * The step number and model of an assistant message (null for the user's).
+ */
+meta?: ({
+[k: string]: unknown
+} | null)
+parts: HistoryPart[]
+}
+export interface HistoryPart {
+partId: string
+kind: PartKind
+/**
+ * The part's content; its fields depend on `kind` (`text`; a tool's `callId`, `name`,
+ * `input`, `output`, `title`, `metadata`; a patch's `files`; ...).
+ */
+data: {
+[k: string]: unknown
+}
+status?: (PartStatus | null)
+}
+/**
+ * Input admitted but not run yet.
+ */
+export interface InboxItem {
+inputId: string
+text: string
+/**
+ * What the editor showed with it (`note`), if anything.
+ */
+context?: ({
+[k: string]: unknown
+} | null)
+/**
+ * Milliseconds since the Unix epoch.
+ */
+admittedAt: number
+}
+export interface Todo {
+content: string
+/**
+ * `pending`, `in_progress`, `completed` or `cancelled`.
+ */
+status: string
+priority?: string
+}
+/**
+ * A permission ask that waits for an answer by code action.
+ */
+export interface PendingPermission {
+id: number
+request: PermissionParams
+}
+export interface PermissionParams {
+sessionId?: (string | null)
+toolCallId?: (string | null)
+/**
+ * The permission key (`edit`, `bash`, `external_directory`, `doom_loop`, ...).
+ */
+permission: string
+tool: string
+title: string
+/**
+ * The patterns, for one line of text.
+ */
+description: string
+/**
+ * What the rules were evaluated on (paths, command segments, the URL).
+ */
+patterns: string[]
+/**
+ * What "always" would save.
+ */
+always: string[]
+/**
+ * Unified diff, for edits.
+ */
+diff?: (string | null)
+command?: (string | null)
+workdir?: (string | null)
+url?: (string | null)
+/**
+ * Paths outside the workspace that a command mentions.
+ */
+externalPaths?: string[]
+/**
+ * For edits: each file's text before and after.
+ */
+changes?: ProposedChange[]
+options: PermissionOption[]
+}
+/**
+ * One file an edit would change.
+ */
+export interface ProposedChange {
+path: string
+oldText: string
+newText: string
+}
+/**
+ * A distillation: an observation log (`generation` 0) or a working context (1) that
+ * consolidated earlier ones, which are then `archived` (recall still finds them).
+ */
+export interface DistillationItem {
+id: string
+generation: number
+archived: boolean
+text: string
+fromMessageId: string
+toMessageId: string
+createdAt: number
+}
+export interface RevertParams {
+sessionId: string
+messageId: string
+}
+export interface RevertResult {
+messageId: string
+files: string[]
+/**
+ * The reverted change as a unified diff.
+ */
+diff: string
+/**
+ * For `agent/undo`: the undone prompt's text.
+ */
+text?: (string | null)
+}
+export interface RedoResult {
+files: string[]
+}
+export interface SetModeParams {
+sessionId: string
+mode: string
+}
+export interface CompactResult {
 /**
  * Messages turned into observations by this call.
  */
@@ -249,25 +475,42 @@ observedMessages: number
  * Whether the observations were consolidated into a working context.
  */
 reflected: boolean
-}
 /**
- * A distillation: an observation log (`generation` 0) or a working context (1) that
- * consolidated earlier ones, which are then `archived` (recall still finds them).
+ * Messages the next request shows raw.
  */
-export interface DistillationItem {
-archived: boolean
+keptMessages: number
+/**
+ * The session's distillations afterwards.
+ */
+distillations: DistillationItem[]
+}
+export interface SearchParams {
+query: string
+scope?: (SearchScope | null)
+sessionId?: (string | null)
+/**
+ * At most this many hits (10 by default, 100 at most).
+ */
+limit?: (number | null)
+}
+export interface SearchHit {
+sessionId: string
+sessionTitle: string
+messageId: string
+partId: string
+/**
+ * `user`, `assistant` or `tool NAME`.
+ */
+source: string
+snippet: string
+/**
+ * Milliseconds since the Unix epoch.
+ */
 createdAt: number
-fromMessageId: string
-generation: number
-id: string
-text: string
-toMessageId: string
-}
 /**
- * No parameters: an empty object, null, or none.
+ * File paths the matched text names.
  */
-export interface NoParams {
-[k: string]: unknown
+paths: string[]
 }
 export interface ConfigResult {
 /**
@@ -282,186 +525,125 @@ effective: {
 layers: {
 [k: string]: unknown
 }[]
+root?: (string | null)
 /**
  * `utf-8`, `utf-16` or `utf-32`.
  */
 positionEncoding: string
-root?: (string | null)
 }
-export interface DiagnosticsParams {
-uris: string[]
+export interface StateResult {
 /**
- * How long to wait for the language servers to publish after the latest change.
+ * The file (it may not exist yet).
  */
-waitMs: number
-}
-export interface DiagnosticsResult {
-items: FileDiagnostics[]
-}
-export interface FileDiagnostics {
-/**
- * LSP `Diagnostic` objects, as the language servers published them.
- */
-diagnostics: unknown[]
-uri: string
-}
-export interface DocumentTextParams {
-uri: string
-}
-export interface DocumentTextResult {
-languageId: string
-text: string
-uri: string
-version: number
-}
-/**
- * `agent/history`: everything known about one session.
- */
-export interface SessionHistory {
-createdAt: number
-/**
- * Oldest first, archived ones too.
- */
-distillations: DistillationItem[]
-inbox: InboxItem[]
-messageCount: number
-messages: HistoryMessage[]
-mode?: (string | null)
-pendingPermissions: PendingPermission[]
-revert?: (StagedRevert | null)
-/**
- * Whether a turn of the session runs in this server.
- */
-running: boolean
-sessionId: string
-status: SessionStatus
-title: string
-todos: Todo[]
-updatedAt: number
-workspace: string
-}
-/**
- * Input admitted but not run yet.
- */
-export interface InboxItem {
-/**
- * Milliseconds since the Unix epoch.
- */
-admittedAt: number
-/**
- * What the editor showed with it (`note`), if anything.
- */
-context?: ({
-[k: string]: unknown
-} | null)
-inputId: string
-text: string
-}
-export interface HistoryMessage {
-/**
- * Milliseconds since the Unix epoch.
- */
-createdAt: number
-messageId: string
-/**
- * The step number and model of an assistant message (null for the user's).
- */
-meta?: ({
-[k: string]: unknown
-} | null)
-parts: HistoryPart[]
-/**
- * `user` or `assistant`.
- */
-role: string
-}
-export interface HistoryPart {
-/**
- * The part's content; its fields depend on `kind` (`text`; a tool's `callId`, `name`,
- * `input`, `output`, `title`, `metadata`; a patch's `files`; ...).
- */
-data: {
-[k: string]: unknown
-}
-kind: PartKind
-partId: string
-status?: (PartStatus | null)
-}
-/**
- * A permission ask that waits for an answer by code action.
- */
-export interface PendingPermission {
-id: number
-request: PermissionParams
-}
-export interface PermissionParams {
-/**
- * What "always" would save.
- */
-always: string[]
-/**
- * For edits: each file's text before and after.
- */
-changes?: ProposedChange[]
-command?: (string | null)
-/**
- * The patterns, for one line of text.
- */
-description: string
-/**
- * Unified diff, for edits.
- */
-diff?: (string | null)
-/**
- * Paths outside the workspace that a command mentions.
- */
-externalPaths?: string[]
-options: PermissionOption[]
-/**
- * What the rules were evaluated on (paths, command segments, the URL).
- */
-patterns: string[]
-/**
- * The permission key (`edit`, `bash`, `external_directory`, `doom_loop`, ...).
- */
-permission: string
-sessionId?: (string | null)
-title: string
-tool: string
-toolCallId?: (string | null)
-url?: (string | null)
-workdir?: (string | null)
-}
-/**
- * One file an edit would change.
- */
-export interface ProposedChange {
-newText: string
-oldText: string
 path: string
+exists: boolean
+focus?: (string | null)
+phase?: (string | null)
+task?: (string | null)
+blockers?: (string | null)
+next?: (string | null)
+handoff?: (string | null)
+/**
+ * When the last checkpoint was written.
+ */
+updated?: (string | null)
+/**
+ * How many decisions and Log entries it holds.
+ */
+decisions: number
+log: number
+}
+export interface MemoryListResult {
+facts: FactItem[]
 }
 /**
- * A staged revert: the files put back before `messageId`, and the snapshot redo restores.
+ * A memory fact with its provenance and its record of use.
  */
-export interface StagedRevert {
-files: string[]
-messageId: string
-snapshot: string
-}
-export interface Todo {
+export interface FactItem {
+id: string
 content: string
-priority?: string
+tier: Tier
+scope: FactScope
+sensitivity: Sensitivity
+source: FactSource
+sessionId?: (string | null)
+messageId?: (string | null)
+confidence: number
+expiresAt?: (number | null)
+createdAt: number
+updatedAt: number
 /**
- * `pending`, `in_progress`, `completed` or `cancelled`.
+ * Confirmation (a write of the same text, `useful`), apart from exposure below.
  */
-status: string
+confirmedAt?: (number | null)
+useful: number
+irrelevant: number
+lastSurfaced?: (number | null)
+surfacedCount: number
+/**
+ * A dreamt fact's messages, and its dream.
+ */
+messageIds: string[]
+dreamId?: (string | null)
+/**
+ * In conflict with another fact until one of them is updated or forgotten;
+ * `conflictsWith` is the fact this one contradicts.
+ */
+conflicted: boolean
+conflictsWith?: (string | null)
+}
+export interface MemoryWhyParams {
+id: string
+/**
+ * The prompt to judge it against.
+ */
+query: string
+}
+export interface MemoryWhyResult {
+id: string
+tier: Tier
+/**
+ * `core: always shown`, `passed the gate`, `held back by the gate`, `held back: marked
+ * irrelevant ...`, `passed the gate, but the token budget was full`, or `local-only: ...`.
+ */
+verdict: string
+/**
+ * Its place among what the prompt gets.
+ */
+rank?: (number | null)
+/**
+ * The lexical score, before the marks below.
+ */
+score?: (number | null)
+coverage?: (number | null)
+matches: WhyMatch[]
+/**
+ * What irrelevant marks for similar prompts leave of the score (1: none).
+ */
+irrelevance: number
+/**
+ * What age since the last confirmation leaves of its rank (1: none).
+ */
+decay: number
+}
+export interface WhyMatch {
+term: string
+weight: number
+idf: number
+}
+export interface MemoryUpdateParams {
+id: string
+content: string
+}
+export interface FactParams {
+id: string
 }
 export interface JournalSearchParams {
+query: string
 /**
  * At most this many entries (10 by default, 50 at most).
  */
 limit?: (number | null)
-query: string
 }
 export interface JournalSearchResult {
 hits: JournalHit[]
@@ -474,47 +656,126 @@ semantic: string
  * A journal entry that matched, with where its file is.
  */
 export interface JournalHit {
-/**
- * RFC 3339.
- */
-created: string
 id: string
-/**
- * `title`, `text`, `meaning` or `text+meaning`.
- */
-matched: string
+title: string
 /**
  * The entry's file.
  */
 path: string
+/**
+ * RFC 3339.
+ */
+created: string
 project: string
-score: number
-snippet: string
 tags: string[]
-title: string
+snippet: string
+score: number
+/**
+ * `title`, `text`, `meaning` or `text+meaning`.
+ */
+matched: string
 }
 /**
  * What an export did.
  */
 export interface KnowledgeExportResult {
 /**
- * The entries in its section now.
- */
-entries: number
-/**
  * The agents file (absolute).
  */
 file: string
-forgotten: number
+/**
+ * Whether the file changed (an export with nothing new leaves it as it was).
+ */
+written: boolean
+/**
+ * The entries in its section now.
+ */
+entries: number
 /**
  * Read back from the section first: lines a person added, changed, deleted.
  */
 imported: number
 updated: number
+forgotten: number
+}
+export interface DocumentTextParams {
+uri: string
+}
+export interface DocumentTextResult {
+uri: string
+version: number
+languageId: string
+text: string
+}
 /**
- * Whether the file changed (an export with nothing new leaves it as it was).
+ * `agent/update`: `seq` counts per session without gaps; a client that sees a gap re-reads
+ * `agent/history`.
  */
-written: boolean
+export interface UpdateParams {
+sessionId: string
+seq: number
+update: SessionUpdate
+}
+export interface Location {
+uri: string
+}
+/**
+ * An edit's file before and after, for the editor's diff view (files up to 256 KiB).
+ */
+export interface EditDiff {
+uri: string
+oldText: string
+newText: string
+}
+export interface PermissionResult {
+outcome: PermissionOutcome
+/**
+ * With a rejection: what the model is told (the turn goes on); without one the turn
+ * stops.
+ */
+message?: (string | null)
+}
+export interface QuestionParams {
+questions: Question[]
+}
+export interface Question {
+question: string
+/**
+ * A very short label (a few words).
+ */
+header?: string
+options?: QuestionOption[]
+/**
+ * Whether several options may be chosen.
+ */
+multiple?: boolean
+}
+export interface QuestionOption {
+label: string
+description?: string
+}
+export interface QuestionResult {
+/**
+ * One list of chosen labels (or free text) per question.
+ */
+answers: string[][]
+}
+export interface DiagnosticsParams {
+uris: string[]
+/**
+ * How long to wait for the language servers to publish after the latest change.
+ */
+waitMs: number
+}
+export interface DiagnosticsResult {
+items: FileDiagnostics[]
+}
+export interface FileDiagnostics {
+uri: string
+/**
+ * LSP `Diagnostic` objects, as the language servers published them.
+ */
+diagnostics: unknown[]
 }
 export interface CodeRequestParams {
 /**
@@ -529,267 +790,6 @@ params: unknown
  */
 export interface CodeRequestResult {
 [k: string]: unknown
-}
-export interface FactParams {
-id: string
-}
-export interface MemoryListResult {
-facts: FactItem[]
-}
-/**
- * A memory fact with its provenance and its record of use.
- */
-export interface FactItem {
-confidence: number
-/**
- * Confirmation (a write of the same text, `useful`), apart from exposure below.
- */
-confirmedAt?: (number | null)
-/**
- * In conflict with another fact until one of them is updated or forgotten;
- * `conflictsWith` is the fact this one contradicts.
- */
-conflicted: boolean
-conflictsWith?: (string | null)
-content: string
-createdAt: number
-dreamId?: (string | null)
-expiresAt?: (number | null)
-id: string
-irrelevant: number
-lastSurfaced?: (number | null)
-messageId?: (string | null)
-/**
- * A dreamt fact's messages, and its dream.
- */
-messageIds: string[]
-scope: FactScope
-sensitivity: Sensitivity
-sessionId?: (string | null)
-source: FactSource
-surfacedCount: number
-tier: Tier
-updatedAt: number
-useful: number
-}
-export interface MemoryUpdateParams {
-content: string
-id: string
-}
-export interface MemoryWhyParams {
-id: string
-/**
- * The prompt to judge it against.
- */
-query: string
-}
-export interface MemoryWhyResult {
-coverage?: (number | null)
-/**
- * What age since the last confirmation leaves of its rank (1: none).
- */
-decay: number
-id: string
-/**
- * What irrelevant marks for similar prompts leave of the score (1: none).
- */
-irrelevance: number
-matches: WhyMatch[]
-/**
- * Its place among what the prompt gets.
- */
-rank?: (number | null)
-/**
- * The lexical score, before the marks below.
- */
-score?: (number | null)
-tier: Tier
-/**
- * `core: always shown`, `passed the gate`, `held back by the gate`, `held back: marked
- * irrelevant ...`, `passed the gate, but the token budget was full`, or `local-only: ...`.
- */
-verdict: string
-}
-export interface WhyMatch {
-idf: number
-term: string
-weight: number
-}
-export interface PromptParams {
-context?: (PromptContext | null)
-/**
- * A permission mode for the session (`build`, `plan`, ...).
- */
-mode?: (string | null)
-/**
- * None starts a session.
- */
-sessionId?: (string | null)
-text: string
-}
-export interface PromptContext {
-/**
- * The selection; its text and the diagnostics the client last showed in it go along.
- */
-range?: (RangeSchema | null)
-uri: string
-}
-/**
- * An LSP range (zero-based lines and columns in the negotiated encoding), for the schema.
- */
-export interface RangeSchema {
-end: PositionSchema
-start: PositionSchema
-}
-export interface PositionSchema {
-character: number
-line: number
-}
-export interface PromptResult {
-/**
- * The admitted input's id (the user message's id once it runs).
- */
-messageId: string
-sessionId: string
-}
-export interface QuestionParams {
-questions: Question[]
-}
-export interface Question {
-/**
- * A very short label (a few words).
- */
-header?: string
-/**
- * Whether several options may be chosen.
- */
-multiple?: boolean
-options?: QuestionOption[]
-question: string
-}
-export interface QuestionOption {
-description?: string
-label: string
-}
-export interface QuestionResult {
-/**
- * One list of chosen labels (or free text) per question.
- */
-answers: string[][]
-}
-export interface RedoResult {
-files: string[]
-}
-export interface PermissionResult {
-/**
- * With a rejection: what the model is told (the turn goes on); without one the turn
- * stops.
- */
-message?: (string | null)
-outcome: PermissionOutcome
-}
-export interface RevertParams {
-messageId: string
-sessionId: string
-}
-export interface RevertResult {
-/**
- * The reverted change as a unified diff.
- */
-diff: string
-files: string[]
-messageId: string
-/**
- * For `agent/undo`: the undone prompt's text.
- */
-text?: (string | null)
-}
-export interface SearchParams {
-/**
- * At most this many hits (10 by default, 100 at most).
- */
-limit?: (number | null)
-query: string
-scope?: (SearchScope | null)
-sessionId?: (string | null)
-}
-export interface SearchHit {
-/**
- * Milliseconds since the Unix epoch.
- */
-createdAt: number
-messageId: string
-partId: string
-/**
- * File paths the matched text names.
- */
-paths: string[]
-sessionId: string
-sessionTitle: string
-snippet: string
-/**
- * `user`, `assistant` or `tool NAME`.
- */
-source: string
-}
-/**
- * A session as `agent/sessions` lists it.
- */
-export interface SessionItem {
-sessionId: string
-status: SessionStatus
-title: string
-/**
- * Milliseconds since the Unix epoch.
- */
-updatedAt: number
-workspace: string
-}
-export interface SetModeParams {
-mode: string
-sessionId: string
-}
-export interface StateResult {
-blockers?: (string | null)
-/**
- * How many decisions and Log entries it holds.
- */
-decisions: number
-exists: boolean
-focus?: (string | null)
-handoff?: (string | null)
-log: number
-next?: (string | null)
-/**
- * The file (it may not exist yet).
- */
-path: string
-phase?: (string | null)
-task?: (string | null)
-/**
- * When the last checkpoint was written.
- */
-updated?: (string | null)
-}
-/**
- * `agent/update`: `seq` counts per session without gaps; a client that sees a gap re-reads
- * `agent/history`.
- */
-export interface UpdateParams {
-seq: number
-sessionId: string
-update: SessionUpdate
-}
-export interface Location {
-uri: string
-}
-/**
- * An edit's file before and after, for the editor's diff view (files up to 256 KiB).
- */
-export interface EditDiff {
-newText: string
-oldText: string
-uri: string
 }
 
 export type Method = keyof AgentProtocol;

@@ -110,18 +110,30 @@ export async function start(settings = {}) {
     throw new Error(`timed out waiting for ${what}`);
   }
 
+  /** Runs `name` from the command palette. The palette lists what is contributed when it
+   *  opens: right after a (re)load the extension's commands may not be there yet, so it is
+   *  reopened until the row appears. */
   async function command(name) {
-    await page.keyboard.press("F1");
-    const input = page.locator(".quick-input-widget input");
-    await input.waitFor({ state: "visible" });
-    await input.fill(`>${name}`);
     // The row with exactly this label ("View: Close Editor" is also in "…Editor Group").
     const exact = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`);
-    await page
+    const row = page
       .locator(".quick-input-list .monaco-list-row")
       .filter({ has: page.locator(".label-name", { hasText: exact }) })
-      .first()
-      .click();
+      .first();
+    for (let i = 0; ; i++) {
+      await page.keyboard.press("F1");
+      const input = page.locator(".quick-input-widget input");
+      await input.waitFor({ state: "visible" });
+      await input.fill(`>${name}`);
+      try {
+        await row.waitFor({ timeout: i < 10 ? 3000 : TIMEOUT });
+        break;
+      } catch (e) {
+        if (i >= 10) throw e;
+        await page.keyboard.press("Escape");
+      }
+    }
+    await row.click();
   }
 
   const editorText = () => page.locator(".editor-instance .view-lines").first().innerText();

@@ -45,7 +45,8 @@ impl Agent {
         Ok((sid, input_id))
     }
 
-    fn create_session(&self, first_prompt: &str) -> Result<String> {
+    /// A new, empty session; its title is the first line of `first_prompt`.
+    pub fn create_session(&self, first_prompt: &str) -> Result<String> {
         let id = new_id();
         let title = first_prompt
             .lines()

@@ -135,6 +135,45 @@ impl Agent {
         }
     }
 
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// What follows a turn, in the background: distillation when enough is undistilled
+    /// (its `[auto]` entry recorded as the agent's own edit of the state file), then a dream
+    /// and a curation if enough prompts came since the last ones.
+    pub async fn after_turn(&self, sid: &str) {
+        match self.distill_due(sid).await {
+            Ok(Some(_)) => {
+                if let Err(e) = self.record_seen(sid) {
+                    tracing::warn!(session = %sid, "{e}");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(session = %sid, "distillation after the turn: {e}"),
+        }
+        self.upkeep(sid, false).await;
+    }
+
+    /// A dream and a curation when due (`idle`: the session has been quiet; both run).
+    pub async fn upkeep(&self, sid: &str, idle: bool) {
+        let when = if idle {
+            "after a pause"
+        } else {
+            "after the turn"
+        };
+        if let Err(e) = self.dream_due(sid, idle).await {
+            tracing::warn!(session = %sid, "dream {when}: {e}");
+        }
+        match self.curate_due(sid, idle).await {
+            Ok(Some(r)) => {
+                tracing::info!(session = %sid, added = r.added, merged = r.merged, "curated {when}")
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(session = %sid, "curation {when}: {e}"),
+        }
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -33,6 +33,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve the Language Server Protocol over stdio (the default).
     Lsp,
+    /// Serve the Agent Client Protocol over stdio (Zed, JetBrains, Emacs, CodeCompanion).
+    Acp,
     /// Inspect and maintain stored sessions.
     #[command(subcommand)]
     Session(SessionCommand),
@@ -158,6 +160,7 @@ pub enum SessionCommand {
 pub async fn run(command: Command) -> i32 {
     let result = match command {
         Command::Lsp => unreachable!("main serves LSP itself"),
+        Command::Acp => return crate::acp::serve().await,
         Command::Session(cmd) => session::run(cmd).await,
         Command::Doctor {
             cwd,

@@ -180,27 +180,16 @@ impl AgentHost {
                     break;
                 }
             }
-            // Idle now: distil in the background if enough is undistilled (the editor is
-            // never kept waiting; a turn that needs the lock waits for this one).
-            match agent.distill_due(&sid).await {
-                // Its `[auto]` entry is the agent's own edit of the state file.
-                Ok(Some(_)) => {
-                    if let Err(e) = agent.record_seen(&sid) {
-                        tracing::warn!(session = %sid, "{e}");
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(session = %sid, "distillation after the turn: {e}"),
-            }
+            // Idle now: distillation and upkeep in the background (the editor is never kept
+            // waiting; a turn that needs the lock waits for this one).
+            agent.after_turn(&sid).await;
             host.upkeep_when_due(&agent, &sid).await;
         });
     }
 
-    /// After a turn: a dream and a curation if enough prompts came since the last ones;
-    /// then, once the session has stayed quiet for `dream_idle_seconds`, both of what is
-    /// left.
+    /// After a turn's upkeep: once the session has stayed quiet for `dream_idle_seconds`,
+    /// a dream and a curation of what is left.
     async fn upkeep_when_due(&self, agent: &Agent, sid: &str) {
-        self.upkeep(agent, sid, false).await;
         let config = agent.config();
         if !(config.dream || config.knowledge.enabled) || !agent.has_provider() {
             return;
@@ -211,25 +200,7 @@ impl AgentHost {
         if self.is_running(sid) {
             return;
         }
-        self.upkeep(agent, sid, true).await;
-    }
-
-    async fn upkeep(&self, agent: &Agent, sid: &str, idle: bool) {
-        let when = if idle {
-            "after a pause"
-        } else {
-            "after the turn"
-        };
-        if let Err(e) = agent.dream_due(sid, idle).await {
-            tracing::warn!(session = %sid, "dream {when}: {e}");
-        }
-        match agent.curate_due(sid, idle).await {
-            Ok(Some(r)) => {
-                tracing::info!(session = %sid, added = r.added, merged = r.merged, "curated {when}")
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(session = %sid, "curation {when}: {e}"),
-        }
+        agent.upkeep(sid, true).await;
     }
 
     pub fn is_running(&self, sid: &str) -> bool {

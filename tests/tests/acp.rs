@@ -1,0 +1,56 @@
+//! `agent-lsp acp` with a real ACP client: editors/acp/test/client.mjs drives the real binary
+//! with the official TypeScript SDK (`@agentclientprotocol/sdk`, installed by scripts/test
+//! into editors/acp/node_modules) and checks every message against the SDK's JSON schema;
+//! here the fake model's side is checked. The script's exit code is the verdict.
+
+use std::process::{Command, Stdio};
+
+use agent_lsp_tests::process::{FakeLlm, TestEnv, agent_lsp_bin, answer_edit_turns, repo_root};
+use serde_json::json;
+
+#[test]
+fn the_official_acp_sdk_drives_a_session_through_the_binary() {
+    let mut turns = answer_edit_turns();
+    turns[0]["expect"] = json!({"last_message_contains": "change the answer to 42"});
+    turns.push(
+        json!({"expect": {"last_message_contains": "run the slow tests"},
+        "reply": {"tool_calls": [{"name": "bash", "arguments": {
+            "command": "sleep 30", "description": "the slow tests"}}]}}),
+    );
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = TestEnv::new();
+    let file = env.answer_workspace(&llm);
+    std::fs::create_dir_all(env.workspace().join(".git")).unwrap();
+
+    let acp = repo_root().join("editors/acp");
+    assert!(
+        acp.join("node_modules/@agentclientprotocol/sdk").exists(),
+        "run scripts/test first: it installs the ACP SDK into {}",
+        acp.display()
+    );
+    let mut cmd = Command::new("node");
+    env.apply(&mut cmd);
+    let status = cmd
+        .arg(acp.join("test/client.mjs"))
+        .env("AGENT_LSP_BIN", agent_lsp_bin())
+        .env("WORKSPACE", env.workspace())
+        .env("FAKE_KEY", "k")
+        .current_dir(&acp)
+        .stdin(Stdio::null())
+        .status()
+        .expect("run node");
+    assert!(
+        status.success(),
+        "client.mjs failed ({status}); its output is above"
+    );
+
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3, "three model requests: {requests:?}");
+    let first = requests[0].body.to_string();
+    assert!(
+        first.contains("The user attached lib.rs"),
+        "the resource link went along as context: {first}"
+    );
+    // The edit reached the disk through the client's fs/write_text_file.
+    assert!(std::fs::read_to_string(&file).unwrap().contains("42"));
+}
