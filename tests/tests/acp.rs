@@ -12,6 +12,18 @@ use serde_json::json;
 fn the_official_acp_sdk_drives_a_session_through_the_binary() {
     let mut turns = answer_edit_turns();
     turns[0]["expect"] = json!({"last_message_contains": "change the answer to 42"});
+    // With the edit, a todo list (a `plan` update); with the answer, reasoning (thought chunks).
+    turns[0]["reply"]["tool_calls"]
+        .as_array_mut()
+        .unwrap()
+        // First: the next turn's expect looks at the last result, the edit's.
+        .insert(
+            0,
+            json!({"name": "todowrite", "arguments": {"todos": [
+            {"content": "Change the answer", "status": "in_progress", "priority": "high"},
+            {"content": "Run the tests", "status": "pending", "priority": "medium"}]}}),
+        );
+    turns[1]["reply"]["reasoning"] = json!("The edit went through; say so.");
     turns.push(
         json!({"expect": {"last_message_contains": "run the slow tests"},
         "reply": {"tool_calls": [{"name": "bash", "arguments": {

@@ -94,6 +94,12 @@ function clientApp(state) {
       state.asks.push(params);
       return state.decide(params);
     })
+    .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
+      state.reads.push(params);
+      // The editor's buffer of lib.rs holds a line not saved yet.
+      const disk = readFileSync(params.path, "utf8");
+      return { content: params.path === lib ? `${disk}// not saved yet\n` : disk };
+    })
     .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => {
       state.writes.push(params);
       writeFileSync(params.path, params.content);
@@ -117,12 +123,12 @@ let sessionId;
 // is written through the client, set_mode, a cancel while a permission ask waits, /undo,
 // and a malformed line.
 {
-  const state = { updates: [], asks: [], writes: [], decide: () => ({ outcome: { outcome: "selected", optionId: "allow_once" } }) };
+  const state = { updates: [], asks: [], reads: [], writes: [], decide: () => ({ outcome: { outcome: "selected", optionId: "allow_once" } }) };
   const agent = startAgent();
   await clientApp(state).connectWith(agent.stream, async (ctx) => {
     const init = await ctx.request(acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: true } },
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
       clientInfo: { name: "agent-lsp-test", version: "1" },
     });
     if (init.protocolVersion !== 1 || !init.agentCapabilities?.loadSession) fail(`initialize: ${JSON.stringify(init)}`);
@@ -149,8 +155,10 @@ let sessionId;
     if (state.asks.length !== 1 || !state.asks[0].options.some((o) => o.kind === "allow_always")) {
       fail(`one permission ask with the four options: ${JSON.stringify(state.asks)}`);
     }
-    if (state.writes.length !== 1 || !state.writes[0].content.includes("42") || state.writes[0].path !== lib) {
-      fail(`the edit went through fs/write_text_file: ${JSON.stringify(state.writes)}`);
+    if (!state.reads.some((r) => r.path === lib)) fail(`lib.rs was read through fs/read_text_file: ${JSON.stringify(state.reads)}`);
+    const written = state.writes[0];
+    if (state.writes.length !== 1 || written.path !== lib || !written.content.includes("    42\n}\n// not saved yet")) {
+      fail(`the edit, made on the unsaved buffer, went through fs/write_text_file: ${JSON.stringify(state.writes)}`);
     }
     const call = updatesOf(state, "tool_call").find((u) => u.kind === "edit");
     if (!call || call.title !== "edit src/lib.rs" || call.locations?.[0]?.path !== lib) fail(`tool_call: ${JSON.stringify(call)}`);
@@ -160,7 +168,12 @@ let sessionId;
     }
     const text = updatesOf(state, "agent_message_chunk").map((u) => u.content.text).join("");
     if (!text.includes("The answer is now 42.")) fail(`streamed text: ${text}`);
-    step("session/prompt: a tool call with a permission ask, the edit through the client's fs, the diff, the streamed answer, end_turn");
+    const thought = updatesOf(state, "agent_thought_chunk").map((u) => u.content.text).join("");
+    if (!thought.includes("The edit went through; say so.")) fail(`reasoning: ${thought}`);
+    const plan = updatesOf(state, "plan").at(-1);
+    const entries = plan?.entries?.map((e) => `${e.content}|${e.status}|${e.priority}`).join(",");
+    if (entries !== "Change the answer|in_progress|high,Run the tests|pending|medium") fail(`plan: ${entries}`);
+    step("session/prompt: a tool call with a permission ask, the edit made on the client's unsaved buffer and written through its fs, the diff, the plan, the reasoning, the streamed answer, end_turn");
 
     await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "auto" });
     await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "yolo" }).then(
@@ -205,7 +218,7 @@ let sessionId;
 
 // A fresh process: session/load replays the whole history, then answers.
 {
-  const state = { updates: [], asks: [], writes: [], decide: () => ({ outcome: { outcome: "cancelled" } }) };
+  const state = { updates: [], asks: [], reads: [], writes: [], decide: () => ({ outcome: { outcome: "cancelled" } }) };
   const agent = startAgent();
   await clientApp(state).connectWith(agent.stream, async (ctx) => {
     await ctx.request(acp.methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });

@@ -10,8 +10,9 @@ use std::sync::{Mutex, OnceLock};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionNotification, SessionUpdate, ToolCallUpdate, ToolCallUpdateFields, WriteTextFileRequest,
+    PermissionOption, PermissionOptionKind, ReadTextFileRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionNotification, SessionUpdate, ToolCallUpdate,
+    ToolCallUpdateFields, WriteTextFileRequest,
 };
 use futures::future::BoxFuture;
 
@@ -28,6 +29,9 @@ pub struct AcpEditor {
     connection: OnceLock<ConnectionTo<Client>>,
     /// Each session's workspace (for absolute locations).
     workspaces: Mutex<HashMap<String, PathBuf>>,
+    /// The client said it can read files (`fs.readTextFile`): its buffers, unsaved text
+    /// included.
+    reads_files: AtomicBool,
     /// The client said it can write files (`fs.writeTextFile`).
     writes_files: AtomicBool,
 }
@@ -59,8 +63,50 @@ impl AcpEditor {
             .cloned()
     }
 
-    pub fn set_writes_files(&self, yes: bool) {
-        self.writes_files.store(yes, Ordering::Relaxed);
+    /// What the client's `fs` capabilities allow.
+    pub fn set_file_access(&self, reads: bool, writes: bool) {
+        self.reads_files.store(reads, Ordering::Relaxed);
+        self.writes_files.store(writes, Ordering::Relaxed);
+    }
+
+    /// The client's text of `path` (its buffer if open), for a turn's tools. The port's read
+    /// is synchronous, so the request is waited for on this worker thread (a bounded wait;
+    /// on a single-threaded runtime, or on any failure, the disk is read instead).
+    fn client_text(&self, path: &Path) -> Option<String> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        if !self.reads_files.load(Ordering::Relaxed) {
+            return None;
+        }
+        let cx = self.connection.get()?;
+        let sid = SESSION.try_with(Clone::clone).ok()?;
+        let handle = Handle::try_current().ok()?;
+        if handle.runtime_flavor() != RuntimeFlavor::MultiThread {
+            return None;
+        }
+        let request = ReadTextFileRequest::new(sid, path.to_path_buf());
+        let answer = tokio::task::block_in_place(|| {
+            handle.block_on(tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                cx.send_request(request).block_task(),
+            ))
+        });
+        match answer {
+            Ok(Ok(r)) => Some(r.content),
+            Ok(Err(e)) => {
+                tracing::debug!(
+                    "fs/read_text_file {}: {e:?}; reading the disk",
+                    path.display()
+                );
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "fs/read_text_file {} timed out; reading the disk",
+                    path.display()
+                );
+                None
+            }
+        }
     }
 
     /// Sends one `session/update`; a closed connection only loses the update.
@@ -125,8 +171,8 @@ impl EditorPort for AcpEditor {
         }
     }
 
-    fn buffer_text(&self, _: &Path) -> Option<String> {
-        None
+    fn buffer_text(&self, path: &Path) -> Option<String> {
+        self.client_text(path)
     }
 
     fn apply_to_buffer<'a>(&'a self, path: &'a Path, text: &'a str) -> BoxFuture<'a, BufferEdit> {

@@ -132,8 +132,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl AcpServer {
     fn initialize(&self, req: InitializeRequest, cx: ConnectionTo<Client>) -> InitializeResponse {
         self.editor.connect(cx);
+        let fs = &req.client_capabilities.fs;
         self.editor
-            .set_writes_files(req.client_capabilities.fs.write_text_file);
+            .set_file_access(fs.read_text_file, fs.write_text_file);
         InitializeResponse::new(
             req.protocol_version
                 .min(agent_client_protocol::schema::ProtocolVersion::V1),
