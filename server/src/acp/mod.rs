@@ -20,6 +20,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Agent as AcpRole, Client, Error, Stdio};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::error::ErrorClass;
 use crate::agent::{Agent, AgentError};
 use crate::config::Layers;
 use crate::store::{Event, Store};
@@ -104,16 +105,16 @@ pub async fn serve() -> i32 {
     }
 }
 
-/// The agent's errors as JSON-RPC errors (as `lsp/error.rs` does for LSP).
+/// The agent's errors as JSON-RPC errors, with the codes the LSP surface uses.
 fn to_rpc(e: AgentError) -> Error {
-    let code = match &e {
-        AgentError::NotFound(_) | AgentError::Invalid(_) => Error::invalid_params(),
-        AgentError::Store(_) | AgentError::Snapshot(_) | AgentError::Internal(_) => {
-            Error::internal_error()
-        }
-        _ => Error::new(-32803, ""),
+    let (class, reason) = e.class();
+    let code = match class {
+        ErrorClass::InvalidParams => Error::invalid_params().code,
+        // ACP has no code of its own for this: LSP's RequestFailed, as the LSP surface says.
+        ErrorClass::Failed => (-32803).into(),
+        ErrorClass::Internal => Error::internal_error().code,
     };
-    Error::new(code.code, e.to_string())
+    Error::new(code, e.to_string()).data(serde_json::json!({ "reason": reason }))
 }
 
 #[derive(Default)]

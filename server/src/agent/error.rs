@@ -1,5 +1,6 @@
-//! What the agent's operations fail with. The editor surface maps each kind to a JSON-RPC
-//! code in one place (`lsp::error`); the CLI prints the message.
+//! What the agent's operations fail with. Each kind has a class and a reason word
+//! ([`AgentError::class`]); the LSP and ACP surfaces turn those into JSON-RPC errors
+//! (`lsp::error`, `acp`), the CLI prints the message.
 
 use crate::snapshot::SnapshotError;
 use crate::store::StoreError;
@@ -62,7 +63,33 @@ impl From<crate::journal::JournalError> for AgentError {
     }
 }
 
+/// Whose fault an error is, for a protocol's error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request is wrong: a missing session, bad arguments.
+    InvalidParams,
+    /// The request was fine but could not be carried out now.
+    Failed,
+    /// The database, the snapshots or a worker failed.
+    Internal,
+}
+
 impl AgentError {
+    /// The class and the reason word (`data.reason` on the wire).
+    pub fn class(&self) -> (ErrorClass, &'static str) {
+        match self {
+            Self::NotFound(_) => (ErrorClass::InvalidParams, "not_found"),
+            Self::Invalid(_) => (ErrorClass::InvalidParams, "invalid"),
+            Self::Busy(_) => (ErrorClass::Failed, "busy"),
+            Self::Refused(_) => (ErrorClass::Failed, "refused"),
+            Self::NoModel(_) => (ErrorClass::Failed, "no_model"),
+            Self::Baseline(_) => (ErrorClass::Failed, "baseline"),
+            Self::Store(_) | Self::Snapshot(_) | Self::Internal(_) => {
+                (ErrorClass::Internal, "internal")
+            }
+        }
+    }
+
     pub fn not_found(what: impl Into<String>) -> Self {
         Self::NotFound(what.into())
     }

@@ -10,21 +10,17 @@ use serde_json::json;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode};
 
 use crate::agent::AgentError;
+use crate::agent::error::ErrorClass;
 
 /// LSP's RequestFailed: the request was valid but could not be carried out.
 pub const REQUEST_FAILED: i64 = -32803;
 
 pub fn to_rpc(e: AgentError) -> Error {
-    let (code, reason) = match &e {
-        AgentError::NotFound(_) => (ErrorCode::InvalidParams, "not_found"),
-        AgentError::Invalid(_) => (ErrorCode::InvalidParams, "invalid"),
-        AgentError::Busy(_) => (ErrorCode::ServerError(REQUEST_FAILED), "busy"),
-        AgentError::Refused(_) => (ErrorCode::ServerError(REQUEST_FAILED), "refused"),
-        AgentError::NoModel(_) => (ErrorCode::ServerError(REQUEST_FAILED), "no_model"),
-        AgentError::Baseline(_) => (ErrorCode::ServerError(REQUEST_FAILED), "baseline"),
-        AgentError::Store(_) | AgentError::Snapshot(_) | AgentError::Internal(_) => {
-            (ErrorCode::InternalError, "internal")
-        }
+    let (class, reason) = e.class();
+    let code = match class {
+        ErrorClass::InvalidParams => ErrorCode::InvalidParams,
+        ErrorClass::Failed => ErrorCode::ServerError(REQUEST_FAILED),
+        ErrorClass::Internal => ErrorCode::InternalError,
     };
     Error {
         code,
