@@ -62,6 +62,79 @@ pub enum PermissionRule {
 }
 
 /// One configuration layer; every key optional. Keys are snake_case in TOML and JSON.
+/// One MCP server: a local process on stdio, or a remote one over Streamable HTTP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum McpServer {
+    Local {
+        /// The program and its arguments.
+        command: Vec<String>,
+        /// Variables added to the server's environment.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        environment: BTreeMap<String, String>,
+        #[serde(default = "yes")]
+        enabled: bool,
+        /// How long starting it and each call may take (10,000 ms).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+    },
+    Remote {
+        url: String,
+        /// Sent with every request; `{env:NAME}` is replaced by that variable (secrets stay
+        /// in the environment).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        headers: BTreeMap<String, String>,
+        #[serde(default = "yes")]
+        enabled: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+    },
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl McpServer {
+    pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+
+    pub fn enabled(&self) -> bool {
+        match self {
+            Self::Local { enabled, .. } | Self::Remote { enabled, .. } => *enabled,
+        }
+    }
+
+    pub fn timeout(&self) -> std::time::Duration {
+        let ms = match self {
+            Self::Local { timeout_ms, .. } | Self::Remote { timeout_ms, .. } => *timeout_ms,
+        };
+        std::time::Duration::from_millis(ms.unwrap_or(Self::DEFAULT_TIMEOUT_MS).max(1))
+    }
+
+    /// `stdio` or `http`, for reports.
+    pub fn transport(&self) -> &'static str {
+        match self {
+            Self::Local { .. } => "stdio",
+            Self::Remote { .. } => "http",
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match self {
+            Self::Local { command, .. } if command.first().is_none_or(|c| c.is_empty()) => Err(
+                "`command` needs the program to run, e.g. [\"npx\", \"-y\", \"some-server\"]"
+                    .into(),
+            ),
+            Self::Remote { url, .. }
+                if !(url.starts_with("http://") || url.starts_with("https://")) =>
+            {
+                Err(format!("`url` must be an http(s) URL, not {url:?}"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigLayer {
@@ -92,6 +165,9 @@ pub struct ConfigLayer {
     /// Tools to leave out of every request (`[tools] webfetch = false`): fewer definitions
     /// for a small window or a model that misuses them.
     pub tools: Option<BTreeMap<String, bool>>,
+    /// MCP servers by name (`[mcp.NAME]`); a higher layer's entry replaces a lower one's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<BTreeMap<String, McpServer>>,
     /// The model's context window in tokens (default: known from the model's name, else
     /// 32,768).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,6 +323,11 @@ impl ConfigLayer {
 
     /// Values serde cannot check: the budget's shares.
     fn validate(self) -> Result<Self, String> {
+        for (name, server) in self.mcp.iter().flatten() {
+            server
+                .validate()
+                .map_err(|why| format!("mcp.{name}: {why}"))?;
+        }
         if let Some(b) = &self.context_budget {
             let shares = [
                 ("distilled", b.distilled),
@@ -334,6 +415,10 @@ impl ConfigLayer {
             merged.curate_after_turns = k.curate_after_turns.or(merged.curate_after_turns);
             merged.consolidate_at = k.consolidate_at.or(merged.consolidate_at);
         }
+        if let Some(servers) = &other.mcp {
+            let merged = self.mcp.get_or_insert_with(BTreeMap::new);
+            merged.extend(servers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         if let Some(tools) = &other.tools {
             let merged = self.tools.get_or_insert_with(BTreeMap::new);
             merged.extend(tools.iter().map(|(k, v)| (k.clone(), *v)));
@@ -363,6 +448,8 @@ pub struct Config {
     pub webfetch_allow_hosts: Vec<String>,
     /// Tool name → offered; a tool absent here is offered.
     pub tools: BTreeMap<String, bool>,
+    /// MCP servers by name.
+    pub mcp: BTreeMap<String, McpServer>,
     pub context_window: Option<u32>,
     pub max_output_tokens: Option<u32>,
     pub distill_model: Option<String>,
@@ -414,6 +501,7 @@ impl Config {
             permission: layer.permission.unwrap_or_default(),
             webfetch_allow_hosts: layer.webfetch_allow_hosts.unwrap_or_default(),
             tools: layer.tools.unwrap_or_default(),
+            mcp: layer.mcp.unwrap_or_default(),
             context_window: layer.context_window,
             max_output_tokens: layer.max_output_tokens,
             distill_model: layer.distill_model,
@@ -578,6 +666,51 @@ impl Layers {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn mcp_servers_read_from_toml_and_json_and_merge_per_name() {
+        let file = ConfigLayer::from_toml(
+            r#"
+[mcp.everything]
+type = "local"
+command = ["npx", "-y", "@modelcontextprotocol/server-everything"]
+environment = { FOO = "bar" }
+timeout_ms = 5000
+
+[mcp.docs]
+type = "remote"
+url = "https://example.com/mcp"
+headers = { Authorization = "Bearer {env:DOCS_TOKEN}" }
+"#,
+        )
+        .unwrap();
+        let client = ConfigLayer::from_json(&json!({"mcp": {
+            "docs": {"type": "remote", "url": "https://example.com/mcp", "enabled": false}}}))
+        .unwrap();
+        let mut layers = Layers::default();
+        let _ = layers.set(LayerSource::User, None, Ok(file));
+        let _ = layers.set(LayerSource::InitializationOptions, None, Ok(client));
+        let config = layers.effective();
+        let everything = &config.mcp["everything"];
+        assert!(everything.enabled());
+        assert_eq!(everything.transport(), "stdio");
+        assert_eq!(everything.timeout(), std::time::Duration::from_millis(5000));
+        assert!(
+            !config.mcp["docs"].enabled(),
+            "the client's entry replaces the file's"
+        );
+
+        let bad = ConfigLayer::from_toml("[mcp.x]\ntype = \"local\"\ncommand = []\n");
+        assert!(
+            bad.unwrap_err()
+                .contains("mcp.x: `command` needs the program")
+        );
+        let bad = ConfigLayer::from_toml("[mcp.y]\ntype = \"remote\"\nurl = \"ftp://h\"\n");
+        assert!(
+            bad.unwrap_err()
+                .contains("mcp.y: `url` must be an http(s) URL")
+        );
+    }
 
     /// The README's example configuration is one this version reads, key for key.
     #[test]

@@ -15,6 +15,7 @@ pub mod knowledge;
 pub mod logging;
 pub mod lsp;
 pub mod markdown;
+pub mod mcp;
 pub mod memory;
 pub mod paths;
 pub mod permission;

@@ -11,7 +11,7 @@ use crate::store::Store;
 
 #[derive(Debug, Serialize)]
 struct Check {
-    name: &'static str,
+    name: std::borrow::Cow<'static, str>,
     ok: bool,
     detail: String,
 }
@@ -22,6 +22,8 @@ struct Report {
     workspace: PathBuf,
     layers: Vec<LayerState>,
     effective: Config,
+    /// Each MCP server: its transport, state and tool count.
+    mcp: Vec<crate::mcp::Report>,
     checks: Vec<Check>,
 }
 
@@ -44,7 +46,7 @@ pub async fn run(cwd: Option<PathBuf>, json: bool, settings: Option<&str>) -> an
     let effective = layers.effective();
 
     let mut checks = vec![Check {
-        name: "config",
+        name: "config".into(),
         ok: config_errors.is_empty(),
         detail: if config_errors.is_empty() {
             format!("{} layer(s) read", layers.states().len())
@@ -61,12 +63,15 @@ pub async fn run(cwd: Option<PathBuf>, json: bool, settings: Option<&str>) -> an
     if let Some(check) = window_check(&effective).await {
         checks.push(check);
     }
+    let mcp = crate::mcp::check_all(&effective.mcp).await;
+    checks.extend(mcp.iter().map(mcp_check));
 
     let report = Report {
         version: env!("CARGO_PKG_VERSION"),
         workspace,
         layers: layers.states().to_vec(),
         effective,
+        mcp,
         checks,
     };
     let mut out = std::io::stdout().lock();
@@ -126,6 +131,20 @@ fn write_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
 }
 
 /// The server writes its database, snapshots and logs here; a read-only home breaks all of it.
+/// One MCP server's line: started and its tools counted, or why not.
+fn mcp_check(r: &crate::mcp::Report) -> Check {
+    let detail = match (r.state, &r.reason) {
+        ("failed", Some(why)) => format!("{} failed: {why}", r.transport),
+        ("running", _) => format!("{}, {} tool(s)", r.transport, r.tools),
+        (state, _) => format!("{}, {state}", r.transport),
+    };
+    Check {
+        name: format!("mcp {}", r.name).into(),
+        ok: r.state != "failed",
+        detail,
+    }
+}
+
 fn data_dir_check() -> Check {
     let dir = crate::paths::data_dir();
     let probe = dir.join(format!(".doctor-{}", std::process::id()));
@@ -133,7 +152,7 @@ fn data_dir_check() -> Check {
         .and_then(|()| std::fs::write(&probe, b"ok"))
         .and_then(|()| std::fs::remove_file(&probe));
     Check {
-        name: "data dir",
+        name: "data dir".into(),
         ok: result.is_ok(),
         detail: match result {
             Ok(()) => format!("{} is writable", dir.display()),
@@ -156,7 +175,7 @@ fn api_key_check(c: &Config) -> Option<Check> {
         }
     };
     Some(Check {
-        name: "api key",
+        name: "api key".into(),
         ok: set || local,
         detail,
     })
@@ -180,7 +199,7 @@ fn database_check() -> Check {
     });
     match result {
         Ok((path, health, events, sessions)) => Check {
-            name: "database",
+            name: "database".into(),
             ok: health == "ok",
             detail: format!(
                 "{}: integrity {health}, {events} events, {sessions} sessions",
@@ -188,7 +207,7 @@ fn database_check() -> Check {
             ),
         },
         Err(e) => Check {
-            name: "database",
+            name: "database".into(),
             ok: false,
             detail: e.to_string(),
         },
@@ -226,7 +245,7 @@ async fn window_check(c: &Config) -> Option<Check> {
         detail.push_str(w);
     }
     Some(Check {
-        name: "window",
+        name: "window".into(),
         ok: warning.is_none(),
         detail,
     })
@@ -234,13 +253,13 @@ async fn window_check(c: &Config) -> Option<Check> {
 
 async fn provider_check(c: &Config) -> Check {
     let fail = |detail: String| Check {
-        name: "provider",
+        name: "provider".into(),
         ok: false,
         detail,
     };
     let Some(kind) = c.provider else {
         return Check {
-            name: "provider",
+            name: "provider".into(),
             ok: true,
             detail: "none configured".into(),
         };
@@ -248,7 +267,7 @@ async fn provider_check(c: &Config) -> Check {
     if kind == ProviderKind::Scripted {
         return match &c.script {
             Some(path) if path.is_file() => Check {
-                name: "provider",
+                name: "provider".into(),
                 ok: true,
                 detail: format!("scripted: {}", path.display()),
             },
@@ -294,7 +313,7 @@ async fn provider_check(c: &Config) -> Check {
                 _ => String::new(),
             };
             Check {
-                name: "provider",
+                name: "provider".into(),
                 ok: status.is_success(),
                 detail: format!("GET {url}: HTTP {status} in {ms} ms{auth_hint}"),
             }
