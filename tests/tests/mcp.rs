@@ -1,14 +1,16 @@
 //! MCP servers with real servers from npm (`tests/mcp-servers`, installed by scripts/test):
 //! `@modelcontextprotocol/server-everything` over stdio and over Streamable HTTP, a server
 //! that does not exist, a disabled one and a header whose variable is missing, as
-//! `agent-lsp doctor --json` reports them; and no server process outlives the check.
+//! `agent-lsp doctor --json` reports them; no server process outlives the check; and the
+//! model calling a server's tools through the real binary (fake-llm).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_lsp_tests::process::{TestEnv, repo_root};
-use serde_json::Value;
+use agent_lsp_tests::cli_run;
+use agent_lsp_tests::process::{FakeLlm, TestEnv, repo_root};
+use serde_json::{Value, json};
 
 fn everything() -> PathBuf {
     let path = repo_root().join(
@@ -176,4 +178,85 @@ headers = {{ Authorization = "Bearer {{env:AGENT_LSP_TEST_UNSET_TOKEN}}" }}
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn the_model_calls_an_mcp_servers_tools_and_reads_their_results() {
+    let turns = json!([
+        {"expect": {"tools_include": ["everything_echo", "everything_get-sum", "read"]},
+         "reply": {"tool_calls": [
+            {"name": "everything_echo", "arguments": {"message": "hello from the model"}},
+            {"name": "everything_get-tiny-image", "arguments": {}},
+            {"name": "everything_get-sum", "arguments": {"a": "two", "b": 3}},
+            {"name": "everything_no-such-tool", "arguments": {}}]}},
+        {"reply": {"text": "Done."}},
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = cli_run::setup(
+        &llm,
+        "openai",
+        &format!(
+            "[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n",
+            everything().display()
+        ),
+    );
+    let run = cli_run::run(&env, &["--yes", "use the everything server"]);
+    assert_eq!(run.code, 0, "{:?}\n{}", run.lines, run.stderr);
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let results = requests[1].body.to_string();
+    assert!(
+        results.contains("Echo: hello from the model"),
+        "the echo's text: {results}"
+    );
+    assert!(
+        results.contains("[image: image/png, "),
+        "the image summarised: {results}"
+    );
+    assert!(
+        results.contains("everything_get-sum") && results.contains("Invalid"),
+        "a bad argument answered by the server as an error: {results}"
+    );
+    assert!(
+        results.contains("there is no tool named \\\"everything_no-such-tool\\\""),
+        "an unknown tool: {results}"
+    );
+}
+
+#[test]
+fn mcp_tools_go_through_permissions_and_plan_mode() {
+    let turns = json!([
+        {"reply": {"tool_calls": [
+            {"name": "everything_echo", "arguments": {"message": "denied"}},
+            {"name": "everything_toggle-simulated-logging", "arguments": {}},
+            {"name": "everything_get-sum", "arguments": {"a": 2, "b": 3}}]}},
+        {"reply": {"text": "Done."}},
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = cli_run::setup(
+        &llm,
+        "openai",
+        &format!(
+            "[permission]\neverything_echo = \"deny\"\neverything_get-sum = \"allow\"\n\n\
+             [mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n",
+            everything().display()
+        ),
+    );
+    let run = cli_run::run(&env, &["--mode", "plan", "look around"]);
+    assert_eq!(run.code, 0, "{:?}\n{}", run.lines, run.stderr);
+    let results = llm.requests()[1].body.to_string();
+    assert!(
+        results.contains("permission denied by configuration: everything_echo"),
+        "a deny rule keyed by the tool's full name: {results}"
+    );
+    assert!(
+        results.contains(
+            "plan mode is read-only, and everything_toggle-simulated-logging may change things"
+        ),
+        "plan mode refuses a tool its server does not call read-only: {results}"
+    );
+    assert!(
+        results.contains("The sum of 2 and 3 is 5"),
+        "a read-only tool runs in plan mode: {results}"
+    );
 }

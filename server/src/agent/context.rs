@@ -181,7 +181,8 @@ pub fn build_request(
         .mode
         .clone()
         .unwrap_or_else(|| agent.config.mode.clone());
-    let tool_names = agent.registry.names();
+    let registry = agent.registry();
+    let tool_names = registry.names();
     let setting = super::prompts::Setting {
         mode: &mode,
         tools: &tool_names,
@@ -198,7 +199,7 @@ pub fn build_request(
         });
         Vec::new()
     } else {
-        agent.registry.definitions(ctx)
+        registry.definitions(ctx)
     };
     let limits = agent.limits();
     let shares = shares(agent);

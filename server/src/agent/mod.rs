@@ -71,7 +71,10 @@ pub struct Agent {
     workspace: PathBuf,
     /// `None` for commands that never call a model (revert, undo).
     provider: Option<Arc<dyn Provider>>,
-    registry: Registry,
+    /// The tools: the built-in ones and the MCP servers' (replaced when those change).
+    registry: std::sync::RwLock<Arc<Registry>>,
+    /// The workspace's MCP servers, when any is configured.
+    mcp: Option<Arc<crate::mcp::Hub>>,
     editor: Arc<dyn EditorPort>,
     /// The hidden snapshot repository, opened on first use (`None` when snapshots are off or
     /// it cannot be opened).
@@ -119,7 +122,8 @@ impl Agent {
             store,
             workspace: workspace.to_path_buf(),
             provider,
-            registry: Registry::for_config(&config),
+            registry: std::sync::RwLock::new(Arc::new(Registry::for_config(&config))),
+            mcp: crate::mcp::Hub::new(&config.mcp),
             editor,
             snapshots: std::sync::OnceLock::new(),
             revert_guard: tokio::sync::Mutex::new(()),
@@ -133,6 +137,23 @@ impl Agent {
             warned: Mutex::default(),
             config,
         }
+    }
+
+    /// The tools in force (one list for a whole step: its definitions and its calls).
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Brings the MCP servers' tools in: servers start on the first step that needs them,
+    /// one that died starts again, a changed tool list is listed again.
+    pub async fn refresh_tools(&self) {
+        let Some(hub) = &self.mcp else { return };
+        let extra = hub.tools().await;
+        let registry = Arc::new(Registry::for_config_with(&self.config, extra));
+        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
     }
 
     pub fn workspace(&self) -> &Path {

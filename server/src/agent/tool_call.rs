@@ -118,7 +118,7 @@ impl Agent {
         let input = shown_input(call);
         self.publish_call(sid, call, &input, PartStatus::Running);
         Ok(self
-            .registry
+            .registry()
             .call(&call.name, &call.arguments, list_version, ctx)
             .await)
     }

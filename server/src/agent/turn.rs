@@ -210,7 +210,8 @@ impl Agent {
         ctx: &mut ToolContext,
         recent: &mut Vec<(String, String)>,
     ) -> Ran {
-        let list_version = self.registry.version();
+        let registry = self.registry();
+        let list_version = registry.version();
         let mut ran = Ran::default();
         let mut i = 0;
         while i < calls.len() {
@@ -228,7 +229,7 @@ impl Agent {
             }
             let together = calls[i..]
                 .iter()
-                .take_while(|c| self.registry.runs_concurrently(&c.name))
+                .take_while(|c| registry.runs_concurrently(&c.name))
                 .count();
             if together >= 2 {
                 let batch = &calls[i..i + together];
@@ -247,7 +248,7 @@ impl Agent {
             i += 1;
             ctx.call_id = call.id.clone();
             ctx.message_id = message_id.to_string();
-            ran.unreported |= self.registry.changes_unreported_files(&call.name);
+            ran.unreported |= registry.changes_unreported_files(&call.name);
             let end = self
                 .run_tool(sid, message_id, call, list_version, ctx, recent)
                 .await;
@@ -369,6 +370,7 @@ impl Agent {
         let mut squeeze: Option<usize> = None;
         // After an overflow: its message and how many outputs the request had as stubs.
         let mut overflowed: Option<(String, usize)> = None;
+        self.refresh_tools().await;
         loop {
             let step = context::build_request(self, sid, ctx, last, squeeze.map(|i| SQUEEZE[i]))
                 .map_err(|e| self.fail(sid, e.to_string()))?;

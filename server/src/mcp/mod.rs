@@ -1,27 +1,57 @@
 //! MCP servers (Model Context Protocol) through `rmcp`: a local server as a child process on
-//! stdio, a remote one over Streamable HTTP. This part connects, lists the tools and reports
-//! each server's state (for `agent-lsp doctor`).
+//! stdio, a remote one over Streamable HTTP. This file connects, lists the tools and reports
+//! each server's state (for `agent-lsp doctor`); `hub.rs` keeps a workspace's servers
+//! running for the agent, `tool.rs` is one of their tools as the model sees it.
+
+mod hub;
+mod tool;
+
+pub use hub::Hub;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use rmcp::ServiceExt;
 use rmcp::model::Tool;
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ServiceExt};
 use serde::Serialize;
 use tokio::io::AsyncBufReadExt;
 
 use crate::config::McpServer;
 
-/// A running MCP server and the tools it offered when it started.
+/// The client side's handler: notes `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+pub struct Watch {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Watch {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A running MCP server and its tools (listed again after it says they changed).
 pub struct Connection {
-    pub service: RunningService<RoleClient, ()>,
+    pub service: RunningService<RoleClient, Watch>,
     pub tools: Vec<Tool>,
+    watch: Watch,
 }
 
 impl Connection {
+    pub fn mark_tools_changed(&self) {
+        self.watch.tools_changed.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the server said its tools changed since they were listed; clears it.
+    pub fn take_tools_changed(&self) -> bool {
+        self.watch.tools_changed.swap(false, Ordering::Relaxed)
+    }
+
     /// Ends the session; a local server's process goes with it.
     pub async fn close(self) {
         if let Err(e) = self.service.cancel().await {
@@ -64,6 +94,7 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// Starts (or reaches) `server` and lists its tools, within its timeout.
 pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, String> {
+    let watch = Watch::default();
     let work = async {
         let service = match server {
             McpServer::Local {
@@ -88,7 +119,11 @@ pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, Strin
                         }
                     });
                 }
-                ().serve(transport).await.map_err(|e| root_cause(&e))?
+                watch
+                    .clone()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| root_cause(&e))?
             }
             McpServer::Remote { url, headers, .. } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -103,7 +138,9 @@ pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, Strin
                     config.custom_headers.insert(key, value);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                ().serve(transport)
+                watch
+                    .clone()
+                    .serve(transport)
                     .await
                     .map_err(|e| format!("{url}: {}", root_cause(&e)))?
             }
@@ -112,7 +149,13 @@ pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, Strin
             .list_all_tools()
             .await
             .map_err(|e| format!("tools/list: {e}"))?;
-        Ok(Connection { service, tools })
+        // What it said while starting is in this list.
+        watch.tools_changed.store(false, Ordering::Relaxed);
+        Ok(Connection {
+            service,
+            tools,
+            watch: watch.clone(),
+        })
     };
     match tokio::time::timeout(server.timeout(), work).await {
         Ok(result) => result,

@@ -293,7 +293,7 @@ pub trait TypedTool: Send + Sync + 'static {
 
 /// The object-safe face of every tool.
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     fn changes_unreported_files(&self) -> bool;
     fn read_only(&self) -> bool;
     fn offered(&self, ctx: &ToolContext) -> bool;
@@ -303,7 +303,7 @@ pub trait Tool: Send + Sync {
 }
 
 impl<T: TypedTool> Tool for T {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         T::NAME
     }
 
@@ -437,7 +437,14 @@ impl Registry {
     /// The tools `config` gives the model: every built-in one, and the journal's when it is
     /// on.
     pub fn for_config(config: &crate::config::Config) -> Self {
+        Self::for_config_with(config, Vec::new())
+    }
+
+    /// [`for_config`](Self::for_config) and `extra` tools (the MCP servers'), under the same
+    /// `[tools]` filter.
+    pub fn for_config_with(config: &crate::config::Config, extra: Vec<Box<dyn Tool>>) -> Self {
         let mut reg = Self::standard();
+        reg.tools.extend(extra);
         if config.journal {
             reg.tools.push(Box::new(journal::JournalWrite));
             reg.tools.push(Box::new(journal::JournalSearch));
@@ -477,7 +484,7 @@ impl Registry {
             .is_none_or(|t| t.read_only())
     }
 
-    pub fn names(&self) -> Vec<&'static str> {
+    pub fn names(&self) -> Vec<&str> {
         self.tools.iter().map(|t| t.name()).collect()
     }
 

@@ -1,0 +1,156 @@
+//! A workspace's MCP servers for the agent: started on first use (all at once, in
+//! parallel), their tools offered as `SERVER_TOOL`, calls routed to them. A server that
+//! fails to start, times out or dies is reported once and started again on the next use;
+//! the session goes on without its tools meanwhile.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+
+use super::tool::McpTool;
+use super::{Connection, connect};
+use crate::config::McpServer;
+use crate::tools::Tool;
+
+pub struct Hub {
+    servers: BTreeMap<String, McpServer>,
+    running: tokio::sync::Mutex<BTreeMap<String, Arc<Connection>>>,
+    /// Servers whose failure has been reported (once each, until one start works).
+    reported: Mutex<HashSet<String>>,
+}
+
+/// The model's name of a server's tool: `SERVER_TOOL`, characters outside
+/// `[A-Za-z0-9_-]` replaced by `_`, cut to 64.
+pub fn tool_name(server: &str, tool: &str) -> String {
+    format!("{server}_{tool}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+impl Hub {
+    /// The hub for the enabled servers of `servers`, or `None` when there are none.
+    pub fn new(servers: &BTreeMap<String, McpServer>) -> Option<Arc<Self>> {
+        let servers: BTreeMap<_, _> = servers
+            .iter()
+            .filter(|(_, s)| s.enabled())
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        (!servers.is_empty()).then(|| {
+            Arc::new(Self {
+                servers,
+                running: tokio::sync::Mutex::default(),
+                reported: Mutex::default(),
+            })
+        })
+    }
+
+    /// Every server running (those not yet started, or that died, are started now, in
+    /// parallel), with their tools as the model's tools.
+    pub async fn tools(self: &Arc<Self>) -> Vec<Box<dyn Tool>> {
+        let mut running = self.running.lock().await;
+        running.retain(|_, c| !c.service.is_closed());
+        let missing: Vec<_> = (self.servers.iter())
+            .filter(|(n, _)| !running.contains_key(*n))
+            .collect();
+        let started = futures::future::join_all(
+            missing
+                .iter()
+                .map(|(name, server)| async move { (*name, connect(name, server).await) }),
+        )
+        .await;
+        for (name, result) in started {
+            match result {
+                Ok(connection) => {
+                    self.reported_lock().remove(name);
+                    running.insert(name.clone(), Arc::new(connection));
+                }
+                Err(why) => self.report_once(name, &why),
+            }
+        }
+        for (name, connection) in running.iter_mut() {
+            if connection.take_tools_changed() {
+                self.relist(name, connection).await;
+            }
+        }
+        let mut tools: Vec<Box<dyn Tool>> = Vec::new();
+        for (name, connection) in running.iter() {
+            for t in &connection.tools {
+                tools.push(Box::new(McpTool::new(self.clone(), name, t)));
+            }
+        }
+        tools
+    }
+
+    /// A server's tools listed again (it said they changed).
+    async fn relist(&self, name: &str, connection: &mut Arc<Connection>) {
+        match connection.service.list_all_tools().await {
+            Ok(tools) => {
+                if let Some(c) = Arc::get_mut(connection) {
+                    c.tools = tools;
+                } else {
+                    // A call holds it: it is listed again on the next use.
+                    connection.mark_tools_changed();
+                }
+            }
+            Err(e) => tracing::warn!(server = %name, "tools/list after a change: {e}"),
+        }
+    }
+
+    fn reported_lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.reported.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn report_once(&self, name: &str, why: &str) {
+        if self.reported_lock().insert(name.to_string()) {
+            tracing::warn!(server = %name, "MCP server unavailable: {why}; its tools are left out until it starts");
+        }
+    }
+
+    /// Calls `tool` of `server`; a server that is gone answers an error and is started again
+    /// on the next use.
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<CallToolResult, String> {
+        let connection = self.running.lock().await.get(server).cloned();
+        let Some(connection) = connection else {
+            return Err(format!(
+                "the MCP server {server} is not running; try again later"
+            ));
+        };
+        let timeout = self
+            .servers
+            .get(server)
+            .map(McpServer::timeout)
+            .unwrap_or_default();
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        match tokio::time::timeout(timeout, connection.service.call_tool(params)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => {
+                if connection.service.is_closed() {
+                    self.running.lock().await.remove(server);
+                    self.report_once(server, &format!("it stopped during a call ({e})"));
+                    return Err(format!(
+                        "the MCP server {server} stopped during the call ({e}); it is started again on the next use"
+                    ));
+                }
+                Err(format!("{server}: {e}"))
+            }
+            Err(_) => Err(format!(
+                "{server} did not answer within {} ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+}
