@@ -260,3 +260,54 @@ fn mcp_tools_go_through_permissions_and_plan_mode() {
         "a read-only tool runs in plan mode: {results}"
     );
 }
+
+/// A server killed during a call: the call answers a clear error, the next step starts the
+/// server again and its tools work; and no server process outlives the run.
+#[test]
+fn a_server_killed_mid_call_is_restarted_on_the_next_step() {
+    let turns = json!([
+        {"reply": {"tool_calls": [{"name": "everything_trigger-long-running-operation",
+                                   "arguments": {"duration": 30, "steps": 30}}]}},
+        {"expect": {"last_message_contains": "stopped during the call"},
+         "reply": {"tool_calls": [{"name": "everything_echo", "arguments": {"message": "again"}}]}},
+        {"expect": {"last_message_contains": "Echo: again"}, "reply": {"text": "Done."}},
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let marker = format!("AGENT_LSP_MCP_KILL_TEST={}", std::process::id());
+    let (key, value) = marker.split_once('=').unwrap();
+    let env = cli_run::setup(
+        &llm,
+        "openai",
+        &format!(
+            "[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n\
+             environment = {{ {key} = \"{value}\" }}\ntimeout_ms = 60000\n",
+            everything().display()
+        ),
+    );
+    let child = cli_run::spawn(&env, &["--yes", "run the long operation"]);
+    // Once the long call has reached the server, kill the server.
+    let started = Instant::now();
+    let pid = loop {
+        if llm.requests().len() == 1
+            && let Some(pid) = processes_with(&marker).first().cloned()
+        {
+            std::thread::sleep(Duration::from_millis(700));
+            break pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Command::new("kill").args(["-9", &pid]).status().unwrap();
+    let run = cli_run::finish(child);
+    assert_eq!(run.code, 0, "{:?}\n{}", run.lines, run.stderr);
+    assert_eq!(llm.requests().len(), 3, "the echo ran on a restarted server");
+    let started = Instant::now();
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "an MCP server outlived the run: {:?}",
+            processes_with(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

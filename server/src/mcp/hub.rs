@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 
 use super::tool::McpTool;
@@ -138,7 +139,11 @@ impl Hub {
         match tokio::time::timeout(timeout, connection.service.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => {
-                if connection.service.is_closed() {
+                let gone = matches!(
+                    e,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                );
+                if gone || connection.service.is_closed() {
                     self.running.lock().await.remove(server);
                     self.report_once(server, &format!("it stopped during a call ({e})"));
                     return Err(format!(
