@@ -29,6 +29,11 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
         "reply": {"tool_calls": [{"name": "bash", "arguments": {
             "command": "sleep 30", "description": "the slow tests"}}]}}),
     );
+    // A session with the client's MCP server.
+    turns.push(json!({"expect": {"tools_include": ["everything_echo"]},
+        "reply": {"tool_calls": [{"name": "everything_echo", "arguments": {"message": "via acp"}}]}}));
+    turns.push(json!({"expect": {"last_message_contains": "Echo: via acp"},
+        "reply": {"text": "Echoed."}}));
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
     let env = TestEnv::new();
     let file = env.answer_workspace(&llm);
@@ -40,6 +45,13 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
         "run scripts/test first: it installs the ACP SDK into {}",
         acp.display()
     );
+    let everything = repo_root().join(
+        "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    assert!(
+        everything.exists(),
+        "run scripts/test first: it installs the MCP servers"
+    );
     let mut cmd = Command::new("node");
     env.apply(&mut cmd);
     let status = cmd
@@ -47,6 +59,7 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
         .env("AGENT_LSP_BIN", agent_lsp_bin())
         .env("WORKSPACE", env.workspace())
         .env("FAKE_KEY", "k")
+        .env("MCP_EVERYTHING", everything)
         .current_dir(&acp)
         .stdin(Stdio::null())
         .status()
@@ -57,7 +70,7 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
     );
 
     let requests = llm.requests();
-    assert_eq!(requests.len(), 3, "three model requests: {requests:?}");
+    assert_eq!(requests.len(), 5, "five model requests: {requests:?}");
     let first = requests[0].body.to_string();
     assert!(
         first.contains("The user attached lib.rs"),

@@ -294,13 +294,20 @@ fn a_server_killed_mid_call_is_restarted_on_the_next_step() {
             std::thread::sleep(Duration::from_millis(700));
             break pid;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "the server did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the server did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     Command::new("kill").args(["-9", &pid]).status().unwrap();
     let run = cli_run::finish(child);
     assert_eq!(run.code, 0, "{:?}\n{}", run.lines, run.stderr);
-    assert_eq!(llm.requests().len(), 3, "the echo ran on a restarted server");
+    assert_eq!(
+        llm.requests().len(),
+        3,
+        "the echo ran on a restarted server"
+    );
     let started = Instant::now();
     while !processes_with(&marker).is_empty() {
         assert!(

@@ -133,6 +133,7 @@ let sessionId;
     });
     if (init.protocolVersion !== 1 || !init.agentCapabilities?.loadSession) fail(`initialize: ${JSON.stringify(init)}`);
     if (!init.agentCapabilities.promptCapabilities?.embeddedContext) fail("embedded context not advertised");
+    if (!init.agentCapabilities.mcpCapabilities?.http) fail("MCP over HTTP not advertised");
     step("initialize: protocol 1, loadSession and embedded context advertised");
 
     const created = await ctx.request(acp.methods.agent.session.new, { cwd: WORKSPACE, mcpServers: [] });
@@ -212,6 +213,24 @@ let sessionId;
     const said = updatesOf(state, "agent_message_chunk").map((u) => u.content.text).join("");
     if (!said.includes("Undid the last turn")) fail(`/undo's answer: ${said}`);
     step("/undo reverts the last turn and says so");
+
+    // A session with the client's own MCP server (a real one from npm): its tool reaches
+    // the model and runs.
+    state.decide = () => ({ outcome: { outcome: "selected", optionId: "allow_once" } });
+    const withMcp = await ctx.request(acp.methods.agent.session.new, {
+      cwd: WORKSPACE,
+      mcpServers: [{ name: "everything", command: process.execPath, args: [env("MCP_EVERYTHING"), "stdio"], env: [] }],
+    });
+    const echoed = await ctx.request(acp.methods.agent.session.prompt, {
+      sessionId: withMcp.sessionId,
+      prompt: [{ type: "text", text: "echo through the client's server" }],
+    });
+    if (echoed.stopReason !== "end_turn") fail(`the MCP prompt: ${echoed.stopReason}`);
+    const mcpCall = updatesOf(state, "tool_call").find((u) => u.rawInput?.message === "via acp");
+    const mcpDone = updatesOf(state, "tool_call_update").find((u) => u.toolCallId === mcpCall?.toolCallId && u.status === "completed");
+    if (!mcpDone?.content?.some((c) => c.content?.text === "Echo: via acp")) fail(`the MCP tool's result: ${JSON.stringify(mcpDone)}`);
+    if (!state.asks.at(-1)?.toolCall?.title?.includes("MCP server everything")) fail(`the ask names the server: ${JSON.stringify(state.asks.at(-1))}`);
+    step("session/new with the client's MCP server: its tool is asked for, runs and answers");
   });
   agent.child.kill();
 }

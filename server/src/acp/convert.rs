@@ -268,3 +268,52 @@ pub fn prompt_text(blocks: &[ContentBlock]) -> (String, Option<String>) {
     let context = (!context.is_empty()).then(|| context.join("\n\n"));
     (text.join("\n"), context)
 }
+
+/// The MCP servers a client passes with a session, in our configuration's terms (SSE ones are
+/// left out: rmcp 3 has no client for that transport).
+pub fn mcp_servers(
+    servers: &[agent_client_protocol::v1::schema::McpServer],
+) -> std::collections::BTreeMap<String, crate::config::McpServer> {
+    use agent_client_protocol::v1::schema::McpServer as Acp;
+    let mut out = std::collections::BTreeMap::new();
+    for server in servers {
+        let (name, ours) = match server {
+            Acp::Stdio(s) => {
+                let mut command = vec![s.command.to_string_lossy().into_owned()];
+                command.extend(s.args.iter().cloned());
+                let environment = s
+                    .env
+                    .iter()
+                    .map(|e| (e.name.clone(), e.value.clone()))
+                    .collect();
+                let ours = crate::config::McpServer::Local {
+                    command,
+                    environment,
+                    enabled: true,
+                    timeout_ms: None,
+                };
+                (&s.name, ours)
+            }
+            Acp::Http(h) => {
+                let headers = h
+                    .headers
+                    .iter()
+                    .map(|e| (e.name.clone(), e.value.clone()))
+                    .collect();
+                let ours = crate::config::McpServer::Remote {
+                    url: h.url.clone(),
+                    headers,
+                    enabled: true,
+                    timeout_ms: None,
+                };
+                (&h.name, ours)
+            }
+            other => {
+                tracing::warn!("MCP server {other:?} left out: only stdio and HTTP are supported");
+                continue;
+            }
+        };
+        out.insert(name.clone(), ours);
+    }
+    out
+}

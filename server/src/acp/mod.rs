@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp_schema;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommand, AvailableCommandsUpdate, CancelNotification,
     Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    PromptResponse, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent as AcpRole, Client, Error, Stdio};
 use tokio_util::sync::CancellationToken;
@@ -50,7 +51,7 @@ pub async fn serve() -> i32 {
         )
         .on_receive_request(
             async move |req: NewSessionRequest, responder, _cx| {
-                let answer = s2.new_session(&req.cwd);
+                let answer = s2.new_session(&req);
                 let sid = answer.as_ref().ok().map(|r| r.session_id.to_string());
                 responder.respond_with_result(answer)?;
                 if let Some(sid) = sid {
@@ -117,12 +118,21 @@ fn to_rpc(e: AgentError) -> Error {
     Error::new(code, e.to_string()).data(serde_json::json!({ "reason": reason }))
 }
 
+/// What an agent is made for: a workspace and the client's MCP servers (as JSON).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct AgentKey {
+    cwd: PathBuf,
+    servers: String,
+}
+
 #[derive(Default)]
 struct AcpServer {
     editor: Arc<AcpEditor>,
     store: Mutex<Option<Arc<Mutex<Store>>>>,
-    /// One agent per workspace.
-    agents: Mutex<HashMap<PathBuf, Arc<Agent>>>,
+    /// One agent per workspace and set of the client's MCP servers.
+    agents: Mutex<HashMap<AgentKey, Arc<Agent>>>,
+    /// Each session's agent (its key), once created or loaded on this connection.
+    sessions: Mutex<HashMap<String, AgentKey>>,
     running: Mutex<HashMap<String, CancellationToken>>,
 }
 
@@ -143,6 +153,7 @@ impl AcpServer {
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
+                .mcp_capabilities(McpCapabilities::new().http(true))
                 .prompt_capabilities(PromptCapabilities::new().embedded_context(true)),
         )
         .agent_info(Implementation::new("agent-lsp", env!("CARGO_PKG_VERSION")))
@@ -158,8 +169,9 @@ impl AcpServer {
         Ok(store)
     }
 
-    /// The agent for `cwd`, configured from the same files as the LSP server.
-    fn agent(&self, cwd: &Path) -> Result<Arc<Agent>, Error> {
+    /// The agent for `cwd` and the MCP servers the client passed, configured from the same
+    /// files as the LSP server (the client's servers added to theirs).
+    fn agent(&self, cwd: &Path, servers: &[acp_schema::McpServer]) -> Result<Arc<Agent>, Error> {
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(Error::new(
                 Error::invalid_params().code,
@@ -170,14 +182,20 @@ impl AcpServer {
             ));
         }
         let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-        if let Some(a) = lock(&self.agents).get(&cwd) {
+        let servers = convert::mcp_servers(servers);
+        let key = AgentKey {
+            cwd: cwd.clone(),
+            servers: serde_json::to_string(&servers).unwrap_or_default(),
+        };
+        if let Some(a) = lock(&self.agents).get(&key) {
             return Ok(a.clone());
         }
         let mut layers = Layers::default();
         for problem in layers.load_files(Some(&cwd)) {
             tracing::warn!("{problem}");
         }
-        let config = layers.effective();
+        let mut config = layers.effective();
+        config.mcp.extend(servers);
         let provider = match crate::provider::from_config(&config) {
             Ok(p) => Some(Arc::from(p)),
             Err(e) => {
@@ -196,18 +214,26 @@ impl AcpServer {
         if let Err(e) = agent.recover() {
             tracing::warn!("recovery failed: {e}");
         }
-        lock(&self.agents).insert(cwd, agent.clone());
+        lock(&self.agents).insert(key, agent.clone());
         Ok(agent)
     }
 
-    /// The session's workspace, once it was created or loaded on this connection.
-    fn remember(&self, sid: &str, agent: &Agent) {
+    /// The session's agent and workspace, once it was created or loaded on this connection.
+    fn remember(&self, sid: &str, agent: &Arc<Agent>) {
         self.editor.set_workspace(sid, agent.workspace());
+        let key = lock(&self.agents)
+            .iter()
+            .find(|(_, a)| Arc::ptr_eq(a, agent))
+            .map(|(k, _)| k.clone());
+        if let Some(key) = key {
+            lock(&self.sessions).insert(sid.to_string(), key);
+        }
     }
 
     fn session_agent(&self, sid: &str) -> Result<Arc<Agent>, Error> {
-        match self.editor.workspace(sid) {
-            Some(cwd) => self.agent(&cwd),
+        let key = lock(&self.sessions).get(sid).cloned();
+        match key.and_then(|k| lock(&self.agents).get(&k).cloned()) {
+            Some(agent) => Ok(agent),
             None => Err(Error::new(
                 Error::invalid_params().code,
                 format!("no session {sid} on this connection (session/new or session/load first)"),
@@ -223,8 +249,8 @@ impl AcpServer {
             .unwrap_or_else(|| "build".into())
     }
 
-    fn new_session(&self, cwd: &Path) -> Result<NewSessionResponse, Error> {
-        let agent = self.agent(cwd)?;
+    fn new_session(&self, req: &NewSessionRequest) -> Result<NewSessionResponse, Error> {
+        let agent = self.agent(&req.cwd, &req.mcp_servers)?;
         let sid = agent.create_session("").map_err(to_rpc)?;
         self.remember(&sid, &agent);
         let mode = self.mode_of(&sid);
@@ -234,7 +260,7 @@ impl AcpServer {
     /// Replays the stored session as `session/update`s, then answers.
     fn load_session(&self, req: &LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
         let sid = req.session_id.to_string();
-        let agent = self.agent(&req.cwd)?;
+        let agent = self.agent(&req.cwd, &req.mcp_servers)?;
         let store = self.store().map_err(to_rpc)?;
         let view = lock(&store)
             .session(&sid)
