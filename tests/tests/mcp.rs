@@ -318,3 +318,32 @@ fn a_server_killed_mid_call_is_restarted_on_the_next_step() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A server that cannot start is told once (not at every step), and the session goes on.
+#[test]
+fn a_server_that_cannot_start_is_reported_once_and_the_session_goes_on() {
+    let turns = json!([
+        {"reply": {"tool_calls": [{"name": "read", "arguments": {"filePath": "src/lib.rs"}}]}},
+        {"expect": {"last_message_contains": "pub fn answer"}, "reply": {"text": "Read it."}},
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = cli_run::setup(
+        &llm,
+        "openai",
+        "[mcp.gone]\ntype = \"local\"\ncommand = [\"agent-lsp-no-such-mcp-server\"]\n",
+    );
+    let run = cli_run::run(&env, &["--yes", "read the library"]);
+    assert_eq!(run.code, 0, "{:?}\n{}", run.lines, run.stderr);
+    let errors: Vec<String> = run
+        .of_type("error")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(errors.len(), 1, "told once over two steps: {errors:?}");
+    assert!(
+        errors[0]
+            .contains("MCP server gone is unavailable: cannot start agent-lsp-no-such-mcp-server"),
+        "{errors:?}"
+    );
+    assert!(run.text().contains("Read it."));
+}

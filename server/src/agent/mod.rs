@@ -148,10 +148,17 @@ impl Agent {
     }
 
     /// Brings the MCP servers' tools in: servers start on the first step that needs them,
-    /// one that died starts again, a changed tool list is listed again.
-    pub async fn refresh_tools(&self) {
+    /// one that died starts again, a changed tool list is listed again. A server's failure
+    /// is told to the session's editor once.
+    pub async fn refresh_tools(&self, sid: &str) {
         let Some(hub) = &self.mcp else { return };
-        let extra = hub.tools().await;
+        let (extra, failures) = hub.tools().await;
+        for message in failures {
+            self.editor.publish(Update::Error {
+                session_id: sid.to_string(),
+                message,
+            });
+        }
         let registry = Arc::new(Registry::for_config_with(&self.config, extra));
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
     }

@@ -370,7 +370,7 @@ impl Agent {
         let mut squeeze: Option<usize> = None;
         // After an overflow: its message and how many outputs the request had as stubs.
         let mut overflowed: Option<(String, usize)> = None;
-        self.refresh_tools().await;
+        self.refresh_tools(sid).await;
         loop {
             let step = context::build_request(self, sid, ctx, last, squeeze.map(|i| SQUEEZE[i]))
                 .map_err(|e| self.fail(sid, e.to_string()))?;

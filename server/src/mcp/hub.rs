@@ -55,8 +55,10 @@ impl Hub {
     }
 
     /// Every server running (those not yet started, or that died, are started now, in
-    /// parallel), with their tools as the model's tools.
-    pub async fn tools(self: &Arc<Self>) -> Vec<Box<dyn Tool>> {
+    /// parallel), with their tools as the model's tools; and the failures not reported
+    /// before (each server's once, until it starts), for the user.
+    pub async fn tools(self: &Arc<Self>) -> (Vec<Box<dyn Tool>>, Vec<String>) {
+        let mut news = Vec::new();
         let mut running = self.running.lock().await;
         running.retain(|_, c| !c.service.is_closed());
         let missing: Vec<_> = (self.servers.iter())
@@ -74,7 +76,7 @@ impl Hub {
                     self.reported_lock().remove(name);
                     running.insert(name.clone(), Arc::new(connection));
                 }
-                Err(why) => self.report_once(name, &why),
+                Err(why) => news.extend(self.report_once(name, &why)),
             }
         }
         for (name, connection) in running.iter_mut() {
@@ -88,7 +90,7 @@ impl Hub {
                 tools.push(Box::new(McpTool::new(self.clone(), name, t)));
             }
         }
-        tools
+        (tools, news)
     }
 
     /// A server's tools listed again (it said they changed).
@@ -110,10 +112,16 @@ impl Hub {
         self.reported.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn report_once(&self, name: &str, why: &str) {
-        if self.reported_lock().insert(name.to_string()) {
-            tracing::warn!(server = %name, "MCP server unavailable: {why}; its tools are left out until it starts");
+    /// The message for a server's failure, the first time (logged too).
+    fn report_once(&self, name: &str, why: &str) -> Option<String> {
+        if !self.reported_lock().insert(name.to_string()) {
+            return None;
         }
+        let message = format!(
+            "MCP server {name} is unavailable: {why}; its tools are left out until it starts"
+        );
+        tracing::warn!("{message}");
+        Some(message)
     }
 
     /// Calls `tool` of `server`; a server that is gone answers an error and is started again
@@ -145,7 +153,7 @@ impl Hub {
                 );
                 if gone || connection.service.is_closed() {
                     self.running.lock().await.remove(server);
-                    self.report_once(server, &format!("it stopped during a call ({e})"));
+                    let _ = self.report_once(server, &format!("it stopped during a call ({e})"));
                     return Err(format!(
                         "the MCP server {server} stopped during the call ({e}); it is started again on the next use"
                     ));
