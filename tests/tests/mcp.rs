@@ -347,3 +347,97 @@ fn a_server_that_cannot_start_is_reported_once_and_the_session_goes_on() {
     );
     assert!(run.text().contains("Read it."));
 }
+
+fn filesystem_server() -> PathBuf {
+    let path = repo_root().join(
+        "tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    );
+    assert!(
+        path.exists(),
+        "run scripts/test first: it installs the MCP servers"
+    );
+    path
+}
+
+/// server-filesystem, allowed the workspace only: its tools read there, its own boundary
+/// refuses outside; and an MCP server does not weaken ours — our `read` of a file outside
+/// the workspace is still refused by `external_directory`, and the server's write is an ask
+/// that names the server (refused here).
+#[test]
+fn the_filesystem_server_and_our_workspace_boundary() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "outside the workspace").unwrap();
+    let secret = secret.to_str().unwrap().to_string();
+    let turns = json!([
+        {"reply": {"tool_calls": [
+            {"name": "files_read_text_file", "arguments": {"path": "src/lib.rs"}},
+            {"name": "files_read_text_file", "arguments": {"path": secret}},
+            {"name": "read", "arguments": {"filePath": secret}},
+            {"name": "files_write_file", "arguments": {"path": "notes.txt", "content": "x"}}]}},
+        {"reply": {"text": "Done."}},
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = cli_run::setup(&llm, "openai", "");
+    let workspace = env.workspace().to_str().unwrap().to_string();
+    cli_run::point_at(
+        &env,
+        &llm,
+        &format!(
+            "[mcp.files]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"{workspace}\"]\n",
+            filesystem_server().display()
+        ),
+    );
+    std::fs::write(
+        env.config_home().join("agent-lsp/config.toml"),
+        format!(
+            "{}\n[permission]\nfiles_read_text_file = \"allow\"\n",
+            std::fs::read_to_string(env.config_home().join("agent-lsp/config.toml")).unwrap()
+        ),
+    )
+    .unwrap();
+    // No --yes: every ask is answered no (stdin is not a terminal).
+    let run = cli_run::run(&env, &["look at the files"]);
+    let result = |id: &str| {
+        run.lines
+            .iter()
+            .find(|l| l["type"] == "tool_result" && l["id"] == id)
+            .map(|l| l["output"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_else(|| panic!("no result for {id}: {:?}", run.lines))
+    };
+    assert!(
+        result("call_0_0").contains("pub fn answer"),
+        "the server reads in the workspace"
+    );
+    let refused = result("call_0_1");
+    assert!(
+        refused.contains("outside allowed directories")
+            && !refused.contains("outside the workspace"),
+        "the server's own boundary: {refused}"
+    );
+    assert!(
+        result("call_0_2").contains("external_directory"),
+        "our read outside the workspace is still refused by our boundary"
+    );
+    let asks: Vec<String> = run
+        .lines
+        .iter()
+        .filter(|l| l["type"] == "permission" && l["event"] == "asked")
+        .map(|a| {
+            a["request"]["title"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        asks,
+        ["MCP server files: write_file"],
+        "only the write asks, naming the server"
+    );
+    assert!(result("call_0_3").contains("rejected"));
+    assert!(
+        !env.workspace().join("notes.txt").exists(),
+        "a refused write did not happen"
+    );
+}
