@@ -9,8 +9,9 @@ use tracing_subscriber::EnvFilter;
 /// Sets up the global subscriber. The level comes from `AGENT_LSP_LOG` (e.g. `debug`, or
 /// `agent_lsp=trace`), else `default_level`.
 pub fn init(log_file: Option<&Path>, default_level: &str) -> std::io::Result<()> {
-    let filter =
-        EnvFilter::try_from_env("AGENT_LSP_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    let filter = EnvFilter::try_from_env("AGENT_LSP_LOG")
+        // rmcp logs each MCP session's whole handshake at info.
+        .unwrap_or_else(|_| EnvFilter::new(format!("{default_level},rmcp=warn")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false);

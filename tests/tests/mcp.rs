@@ -441,3 +441,53 @@ fn the_filesystem_server_and_our_workspace_boundary() {
         "a refused write did not happen"
     );
 }
+
+/// `agent/config` shows each server as the agent has it, starting none: not started before
+/// the first prompt, running with its tools after.
+#[tokio::test]
+async fn agent_config_lists_the_mcp_servers_as_the_agent_has_them() {
+    use agent_lsp_tests::lsp_client::prompted;
+    let turns =
+        json!([{"expect": {"tools_include": ["everything_echo"]}, "reply": {"text": "Hi."}}]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = TestEnv::new();
+    let extra = format!(
+        "\n[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n\n\
+         [mcp.off]\ntype = \"remote\"\nurl = \"http://127.0.0.1:9/mcp\"\nenabled = false\n",
+        everything().display()
+    );
+    // Before any prompt: a server with no agent yet is not started.
+    env.answer_workspace(&llm);
+    let file = env.config_home().join("agent-lsp/config.toml");
+    let base = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{base}{extra}")).unwrap();
+    {
+        let client = agent_lsp_tests::lsp_client::LspClient::spawn(&env, &[]);
+        client
+            .initialize(agent_lsp_tests::lsp_client::initialize_params(
+                &env.workspace(),
+            ))
+            .await;
+        let config = client.request("agent/config", json!({})).await.unwrap();
+        assert_eq!(config["mcp"][0]["name"], "everything");
+        assert_eq!(config["mcp"][0]["state"], "not_started", "{config}");
+        assert_eq!(config["mcp"][1]["state"], "disabled", "{config}");
+        assert_eq!(client.shutdown_and_exit().await, 0);
+    }
+    std::fs::write(&file, &base).unwrap();
+    let (client, _) = prompted(&env, &llm, &extra, "hello").await;
+    // The first step starts the servers.
+    let started = Instant::now();
+    let config = loop {
+        let config = client.request("agent/config", json!({})).await.unwrap();
+        if config["mcp"][0]["state"] == "running" || started.elapsed() > Duration::from_secs(20) {
+            break config;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let everything = &config["mcp"][0];
+    assert_eq!(everything["state"], "running", "{config}");
+    assert_eq!(everything["transport"], "stdio");
+    assert!(everything["tools"].as_u64().unwrap() >= 5, "{config}");
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}

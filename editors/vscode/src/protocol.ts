@@ -530,6 +530,29 @@ root?: (string | null)
  * `utf-8`, `utf-16` or `utf-32`.
  */
 positionEncoding: string
+/**
+ * Each configured MCP server as the agent has it (asking starts none).
+ */
+mcp: McpServerState[]
+}
+export interface McpServerState {
+name: string
+/**
+ * `stdio` or `http`.
+ */
+transport: string
+/**
+ * `running`, `starting`, `not_started`, `failed` or `disabled`.
+ */
+state: string
+/**
+ * Why it failed.
+ */
+reason?: (string | null)
+/**
+ * How many tools it offers (when running).
+ */
+tools: number
 }
 export interface StateResult {
 /**

@@ -163,6 +163,11 @@ impl Agent {
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
     }
 
+    /// The MCP servers' states, starting none.
+    pub fn mcp_states(&self) -> Vec<crate::mcp::Report> {
+        crate::mcp::states(&self.config.mcp, self.mcp.as_deref())
+    }
+
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }

@@ -115,6 +115,15 @@ impl AgentHost {
         Ok(agent)
     }
 
+    /// The MCP servers of `config`, as the workspace's agent has them (none started here).
+    pub fn mcp_states(&self, config: &Config) -> Vec<crate::mcp::Report> {
+        let slot = self.agent.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.as_ref() {
+            Some((c, _, agent)) if c == config => agent.mcp_states(),
+            _ => crate::mcp::states(&config.mcp, None),
+        }
+    }
+
     fn current(&self) -> Result<Arc<Agent>> {
         self.agent
             .lock()

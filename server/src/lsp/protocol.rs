@@ -664,6 +664,35 @@ pub struct ConfigResult {
     pub root: Option<PathBuf>,
     /// `utf-8`, `utf-16` or `utf-32`.
     pub position_encoding: String,
+    /// Each configured MCP server as the agent has it (asking starts none).
+    pub mcp: Vec<McpServerState>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerState {
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// `running`, `starting`, `not_started`, `failed` or `disabled`.
+    pub state: String,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// How many tools it offers (when running).
+    pub tools: usize,
+}
+
+impl From<crate::mcp::Report> for McpServerState {
+    fn from(r: crate::mcp::Report) -> Self {
+        Self {
+            name: r.name,
+            transport: r.transport.into(),
+            state: r.state.into(),
+            reason: r.reason,
+            tools: r.tools,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -388,8 +388,14 @@ impl Backend {
                 data: None,
             })
         };
+        let effective = state.config.effective();
+        let mcp = match self.agent_host() {
+            Some(host) => host.mcp_states(&effective),
+            None => crate::mcp::states(&effective.mcp, None),
+        };
         Ok(wire::ConfigResult {
-            effective: json(serde_json::to_value(state.config.effective()))?,
+            mcp: mcp.into_iter().map(wire::McpServerState::from).collect(),
+            effective: json(serde_json::to_value(&effective))?,
             layers: json(serde_json::to_value(state.config.states()))?,
             root: state.root.clone(),
             position_encoding: state.encoding.kind().as_str().to_string(),

@@ -3,7 +3,7 @@
 //! fails to start, times out or dies is reported once and started again on the next use;
 //! the session goes on without its tools meanwhile.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use rmcp::ServiceError;
@@ -17,8 +17,8 @@ use crate::tools::Tool;
 pub struct Hub {
     servers: BTreeMap<String, McpServer>,
     running: tokio::sync::Mutex<BTreeMap<String, Arc<Connection>>>,
-    /// Servers whose failure has been reported (once each, until one start works).
-    reported: Mutex<HashSet<String>>,
+    /// Servers whose failure has been reported (once each, until one start works), with why.
+    reported: Mutex<HashMap<String, String>>,
 }
 
 /// The model's name of a server's tool: `SERVER_TOOL`, characters outside
@@ -108,13 +108,17 @@ impl Hub {
         }
     }
 
-    fn reported_lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn reported_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
         self.reported.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The message for a server's failure, the first time (logged too).
     fn report_once(&self, name: &str, why: &str) -> Option<String> {
-        if !self.reported_lock().insert(name.to_string()) {
+        if self
+            .reported_lock()
+            .insert(name.to_string(), why.to_string())
+            .is_some()
+        {
             return None;
         }
         let message = format!(
@@ -122,6 +126,38 @@ impl Hub {
         );
         tracing::warn!("{message}");
         Some(message)
+    }
+
+    /// Each server's state now, without starting any: running (with its tools), failed (with
+    /// why), `starting` while a start is under way, else `not_started`.
+    pub fn states(&self) -> Vec<super::Report> {
+        let running = self.running.try_lock().ok();
+        let failed = self.reported_lock().clone();
+        (self.servers.iter())
+            .map(|(name, server)| {
+                let mut report = super::Report {
+                    name: name.clone(),
+                    transport: server.transport(),
+                    state: "not_started",
+                    reason: None,
+                    tools: 0,
+                };
+                match running.as_ref().map(|r| r.get(name)) {
+                    None => report.state = "starting",
+                    Some(Some(c)) => {
+                        report.state = "running";
+                        report.tools = c.tools.len();
+                    }
+                    Some(None) => {
+                        if let Some(why) = failed.get(name) {
+                            report.state = "failed";
+                            report.reason = Some(why.clone());
+                        }
+                    }
+                }
+                report
+            })
+            .collect()
     }
 
     /// Calls `tool` of `server`; a server that is gone answers an error and is started again

@@ -166,16 +166,42 @@ pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, Strin
     }
 }
 
-/// A server's state, as doctor reports it.
+/// A server's state, as doctor and `agent/config` report it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub name: String,
     pub transport: &'static str,
-    /// `running`, `failed` or `disabled`.
+    /// `running`, `failed` or `disabled`; for the agent's servers also `not_started` and
+    /// `starting`.
     pub state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub tools: usize,
+}
+
+/// The configured servers' states without starting any: from the agent's hub when there is
+/// one, else `not_started` (or `disabled`).
+pub fn states(servers: &BTreeMap<String, McpServer>, hub: Option<&Hub>) -> Vec<Report> {
+    let live = hub.map(Hub::states).unwrap_or_default();
+    servers
+        .iter()
+        .map(|(name, server)| {
+            live.iter()
+                .find(|r| &r.name == name)
+                .cloned()
+                .unwrap_or_else(|| Report {
+                    name: name.clone(),
+                    transport: server.transport(),
+                    state: if server.enabled() {
+                        "not_started"
+                    } else {
+                        "disabled"
+                    },
+                    reason: None,
+                    tools: 0,
+                })
+        })
+        .collect()
 }
 
 /// Every configured server started (in parallel), its tools counted, and stopped again.
