@@ -491,3 +491,38 @@ async fn agent_config_lists_the_mcp_servers_as_the_agent_has_them() {
     assert!(everything["tools"].as_u64().unwrap() >= 5, "{config}");
     assert_eq!(client.shutdown_and_exit().await, 0);
 }
+
+/// The LSP server's local MCP servers go with it when the editor ends it.
+#[tokio::test]
+async fn no_mcp_server_outlives_the_language_server() {
+    use agent_lsp_tests::lsp_client::prompted;
+    let turns = json!([{"reply": {"text": "Hi."}}]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = TestEnv::new();
+    let marker = format!("AGENT_LSP_MCP_LSP_TEST={}", std::process::id());
+    let (key, value) = marker.split_once('=').unwrap();
+    let extra = format!(
+        "\n[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n\
+         environment = {{ {key} = \"{value}\" }}\n",
+        everything().display()
+    );
+    let (client, _) = prompted(&env, &llm, &extra, "hello").await;
+    let started = Instant::now();
+    while processes_with(&marker).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the server never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(client.shutdown_and_exit().await, 0);
+    let ended = Instant::now();
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            ended.elapsed() < Duration::from_secs(5),
+            "an MCP server outlived the language server: {:?}",
+            processes_with(&marker)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
