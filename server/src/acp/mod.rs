@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::error::ErrorClass;
 use crate::agent::{Agent, AgentError};
 use crate::config::Layers;
-use crate::store::{Event, Store};
+use crate::store::{Event, LazyStore, Store};
 use editor::{AcpEditor, SESSION};
 
 const MODES: &[&str] = &["build", "plan", "auto"];
@@ -128,7 +128,7 @@ struct AgentKey {
 #[derive(Default)]
 struct AcpServer {
     editor: Arc<AcpEditor>,
-    store: Mutex<Option<Arc<Mutex<Store>>>>,
+    store: LazyStore,
     /// One agent per workspace and set of the client's MCP servers.
     agents: Mutex<HashMap<AgentKey, Arc<Agent>>>,
     /// Each session's agent (its key), once created or loaded on this connection.
@@ -160,18 +160,16 @@ impl AcpServer {
     }
 
     fn store(&self) -> Result<Arc<Mutex<Store>>, AgentError> {
-        let mut slot = lock(&self.store);
-        if let Some(s) = slot.as_ref() {
-            return Ok(s.clone());
-        }
-        let store = Arc::new(Mutex::new(Store::open_default()?));
-        *slot = Some(store.clone());
-        Ok(store)
+        Ok(self.store.get()?)
     }
 
     /// The agent for `cwd` and the MCP servers the client passed, configured from the same
     /// files as the LSP server (the client's servers added to theirs).
-    fn agent(&self, cwd: &Path, servers: &[acp_schema::McpServer]) -> Result<Arc<Agent>, Error> {
+    fn agent(
+        &self,
+        cwd: &Path,
+        servers: &[acp_schema::McpServer],
+    ) -> Result<(AgentKey, Arc<Agent>), Error> {
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(Error::new(
                 Error::invalid_params().code,
@@ -188,7 +186,7 @@ impl AcpServer {
             servers: serde_json::to_string(&servers).unwrap_or_default(),
         };
         if let Some(a) = lock(&self.agents).get(&key) {
-            return Ok(a.clone());
+            return Ok((key, a.clone()));
         }
         let mut layers = Layers::default();
         for problem in layers.load_files(Some(&cwd)) {
@@ -196,38 +194,16 @@ impl AcpServer {
         }
         let mut config = layers.effective();
         config.mcp.extend(servers);
-        let provider = match crate::provider::from_config(&config) {
-            Ok(p) => Some(Arc::from(p)),
-            Err(e) => {
-                tracing::warn!("no model: {e}");
-                None
-            }
-        };
         let store = self.store().map_err(to_rpc)?;
-        let agent = Arc::new(Agent::new(
-            store,
-            config,
-            &cwd,
-            provider,
-            self.editor.clone(),
-        ));
-        if let Err(e) = agent.recover() {
-            tracing::warn!("recovery failed: {e}");
-        }
-        lock(&self.agents).insert(key, agent.clone());
-        Ok(agent)
+        let agent = Agent::start(store, &config, &cwd, self.editor.clone());
+        lock(&self.agents).insert(key.clone(), agent.clone());
+        Ok((key, agent))
     }
 
     /// The session's agent and workspace, once it was created or loaded on this connection.
-    fn remember(&self, sid: &str, agent: &Arc<Agent>) {
-        self.editor.set_workspace(sid, agent.workspace());
-        let key = lock(&self.agents)
-            .iter()
-            .find(|(_, a)| Arc::ptr_eq(a, agent))
-            .map(|(k, _)| k.clone());
-        if let Some(key) = key {
-            lock(&self.sessions).insert(sid.to_string(), key);
-        }
+    fn remember(&self, sid: &str, key: AgentKey) {
+        self.editor.set_workspace(sid, &key.cwd);
+        lock(&self.sessions).insert(sid.to_string(), key);
     }
 
     fn session_agent(&self, sid: &str) -> Result<Arc<Agent>, Error> {
@@ -250,9 +226,9 @@ impl AcpServer {
     }
 
     fn new_session(&self, req: &NewSessionRequest) -> Result<NewSessionResponse, Error> {
-        let agent = self.agent(&req.cwd, &req.mcp_servers)?;
+        let (key, agent) = self.agent(&req.cwd, &req.mcp_servers)?;
         let sid = agent.create_session("").map_err(to_rpc)?;
-        self.remember(&sid, &agent);
+        self.remember(&sid, key);
         let mode = self.mode_of(&sid);
         Ok(NewSessionResponse::new(sid).modes(convert::modes(&mode)))
     }
@@ -260,13 +236,13 @@ impl AcpServer {
     /// Replays the stored session as `session/update`s, then answers.
     fn load_session(&self, req: &LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
         let sid = req.session_id.to_string();
-        let agent = self.agent(&req.cwd, &req.mcp_servers)?;
+        let (key, agent) = self.agent(&req.cwd, &req.mcp_servers)?;
         let store = self.store().map_err(to_rpc)?;
         let view = lock(&store)
             .session(&sid)
             .map_err(|e| to_rpc(e.into()))?
             .ok_or_else(|| to_rpc(AgentError::not_found(format!("no session {sid}"))))?;
-        self.remember(&sid, &agent);
+        self.remember(&sid, key);
         for update in convert::replay(&view, agent.workspace()) {
             self.editor.send(&sid, update);
         }
@@ -313,7 +289,7 @@ impl AcpServer {
     }
 
     /// One turn: the prompt admitted, the loop driven to its end, the stop reason.
-    async fn prompt(self: &Arc<Self>, req: PromptRequest) -> Result<PromptResponse, Error> {
+    async fn prompt(&self, req: PromptRequest) -> Result<PromptResponse, Error> {
         let sid = req.session_id.to_string();
         let agent = self.session_agent(&sid)?;
         let (text, context) = convert::prompt_text(&req.prompt);
@@ -340,22 +316,15 @@ impl AcpServer {
             }
             running.insert(sid.clone(), cancel.clone());
         }
-        let outcome = match agent.prompt(Some(&sid), &text, context).await {
-            Ok(_) => Some(SESSION.scope(sid.clone(), agent.drive(&sid, &cancel)).await),
-            Err(e) => {
-                lock(&self.running).remove(&sid);
-                return Err(to_rpc(e));
-            }
+        let admitted = agent.prompt(Some(&sid), &text, context).await;
+        let outcome = match admitted {
+            Ok(_) => Ok(SESSION.scope(sid.clone(), agent.drive(&sid, &cancel)).await),
+            Err(e) => Err(to_rpc(e)),
         };
         lock(&self.running).remove(&sid);
-        let outcome = outcome.expect("set above");
-        let server = self.clone();
-        let upkeep = agent.clone();
-        let after = sid.clone();
-        tokio::spawn(async move {
-            upkeep.after_turn(&after).await;
-            drop(server);
-        });
+        let outcome = outcome?;
+        let (upkeep, after) = (agent.clone(), sid.clone());
+        tokio::spawn(async move { upkeep.after_turn(&after).await });
         let end = if cancel.is_cancelled() {
             crate::status::TurnEnd::Cancelled
         } else {

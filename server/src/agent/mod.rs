@@ -207,6 +207,34 @@ impl Agent {
         }
     }
 
+    /// An agent for a server's workspace: the provider `config` names (none, with a warning,
+    /// when it cannot be made: a prompt then says why) and the recovery after a crash done.
+    pub fn start(
+        store: Arc<Mutex<Store>>,
+        config: &Config,
+        workspace: &Path,
+        editor: Arc<dyn EditorPort>,
+    ) -> Arc<Self> {
+        let provider = match crate::provider::from_config(config) {
+            Ok(p) => Some(Arc::from(p)),
+            Err(e) => {
+                tracing::warn!("no model: {e}");
+                None
+            }
+        };
+        let agent = Arc::new(Self::new(
+            store,
+            config.clone(),
+            workspace,
+            provider,
+            editor,
+        ));
+        if let Err(e) = agent.recover() {
+            tracing::warn!("recovery failed: {e}");
+        }
+        agent
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -12,7 +12,7 @@ use super::bridge::LspEditor;
 use super::protocol as wire;
 use crate::agent::{Agent, AgentError, Result};
 use crate::config::Config;
-use crate::store::{Event, Store};
+use crate::store::{Event, LazyStore, Store};
 
 /// The runtime that turns run on, apart from the one that answers the editor: a turn's
 /// persistence (SQLite writes, which can take a second under load) and tool work then never
@@ -44,7 +44,7 @@ fn agent_runtime() -> tokio::runtime::Handle {
 
 pub struct AgentHost {
     editor: Arc<LspEditor>,
-    store: Mutex<Option<Arc<Mutex<Store>>>>,
+    store: LazyStore,
     agent: Mutex<Option<(Config, PathBuf, Arc<Agent>)>>,
     running: Mutex<HashMap<String, CancellationToken>>,
     /// The session the user worked with last (for "undo", "cancel", "open transcript").
@@ -55,7 +55,7 @@ impl AgentHost {
     pub fn new(editor: Arc<LspEditor>) -> Arc<Self> {
         Arc::new(Self {
             editor,
-            store: Mutex::new(None),
+            store: LazyStore::default(),
             agent: Mutex::new(None),
             running: Mutex::new(HashMap::new()),
             last_session: Mutex::new(None),
@@ -74,15 +74,8 @@ impl AgentHost {
         &self.editor
     }
 
-    /// The database, opened on first use (so starting the server stays cheap).
     fn store(&self) -> Result<Arc<Mutex<Store>>> {
-        let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = slot.as_ref() {
-            return Ok(s.clone());
-        }
-        let store = Arc::new(Mutex::new(Store::open_default()?));
-        *slot = Some(store.clone());
-        Ok(store)
+        Ok(self.store.get()?)
     }
 
     /// The agent for `root` under `config` (a new one when either changed).
@@ -94,23 +87,7 @@ impl AgentHost {
         {
             return Ok(a.clone());
         }
-        let provider = match crate::provider::from_config(config) {
-            Ok(p) => Some(Arc::from(p)),
-            Err(e) => {
-                tracing::warn!("no model: {e}");
-                None
-            }
-        };
-        let agent = Arc::new(Agent::new(
-            self.store()?,
-            config.clone(),
-            root,
-            provider,
-            self.editor.clone(),
-        ));
-        if let Err(e) = agent.recover() {
-            tracing::warn!("recovery failed: {e}");
-        }
+        let agent = Agent::start(self.store()?, config, root, self.editor.clone());
         *slot = Some((config.clone(), root.to_path_buf(), agent.clone()));
         Ok(agent)
     }

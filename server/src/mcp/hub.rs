@@ -79,33 +79,14 @@ impl Hub {
                 Err(why) => news.extend(self.report_once(name, &why)),
             }
         }
-        for (name, connection) in running.iter_mut() {
-            if connection.take_tools_changed() {
-                self.relist(name, connection).await;
-            }
-        }
         let mut tools: Vec<Box<dyn Tool>> = Vec::new();
         for (name, connection) in running.iter() {
-            for t in &connection.tools {
+            connection.relist_if_changed(name).await;
+            for t in &connection.tools() {
                 tools.push(Box::new(McpTool::new(self.clone(), name, t)));
             }
         }
         (tools, news)
-    }
-
-    /// A server's tools listed again (it said they changed).
-    async fn relist(&self, name: &str, connection: &mut Arc<Connection>) {
-        match connection.service.list_all_tools().await {
-            Ok(tools) => {
-                if let Some(c) = Arc::get_mut(connection) {
-                    c.tools = tools;
-                } else {
-                    // A call holds it: it is listed again on the next use.
-                    connection.mark_tools_changed();
-                }
-            }
-            Err(e) => tracing::warn!(server = %name, "tools/list after a change: {e}"),
-        }
     }
 
     fn reported_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
@@ -135,18 +116,12 @@ impl Hub {
         let failed = self.reported_lock().clone();
         (self.servers.iter())
             .map(|(name, server)| {
-                let mut report = super::Report {
-                    name: name.clone(),
-                    transport: server.transport(),
-                    state: "not_started",
-                    reason: None,
-                    tools: 0,
-                };
+                let mut report = super::Report::new(name, server, "not_started");
                 match running.as_ref().map(|r| r.get(name)) {
                     None => report.state = "starting",
                     Some(Some(c)) => {
                         report.state = "running";
-                        report.tools = c.tools.len();
+                        report.tools = c.tools().len();
                     }
                     Some(None) => {
                         if let Some(why) = failed.get(name) {

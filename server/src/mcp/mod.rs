@@ -38,18 +38,24 @@ impl ClientHandler for Watch {
 /// A running MCP server and its tools (listed again after it says they changed).
 pub struct Connection {
     pub service: RunningService<RoleClient, Watch>,
-    pub tools: Vec<Tool>,
+    tools: std::sync::Mutex<Vec<Tool>>,
     watch: Watch,
 }
 
 impl Connection {
-    pub fn mark_tools_changed(&self) {
-        self.watch.tools_changed.store(true, Ordering::Relaxed);
+    pub fn tools(&self) -> Vec<Tool> {
+        self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Whether the server said its tools changed since they were listed; clears it.
-    pub fn take_tools_changed(&self) -> bool {
-        self.watch.tools_changed.swap(false, Ordering::Relaxed)
+    /// Lists the tools again if the server said they changed.
+    pub async fn relist_if_changed(&self, name: &str) {
+        if !self.watch.tools_changed.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        match self.service.list_all_tools().await {
+            Ok(tools) => *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = tools,
+            Err(e) => tracing::warn!(server = %name, "tools/list after a change: {e}"),
+        }
     }
 
     /// Ends the session; a local server's process goes with it.
@@ -87,9 +93,10 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     while let Some(inner) = cause.source() {
         cause = inner;
     }
-    let text = cause.to_string();
-    let types = regex::Regex::new(r"\s*\[[A-Za-z_:<>, ]+\]").expect("a valid pattern");
-    types.replace_all(&text, "").into_owned()
+    static TYPES: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\s*\[[A-Za-z_:<>, ]+\]").expect("a valid pattern")
+    });
+    TYPES.replace_all(&cause.to_string(), "").into_owned()
 }
 
 /// Starts (or reaches) `server` and lists its tools, within its timeout.
@@ -153,7 +160,7 @@ pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, Strin
         watch.tools_changed.store(false, Ordering::Relaxed);
         Ok(Connection {
             service,
-            tools,
+            tools: std::sync::Mutex::new(tools),
             watch: watch.clone(),
         })
     };
@@ -179,6 +186,18 @@ pub struct Report {
     pub tools: usize,
 }
 
+impl Report {
+    fn new(name: &str, server: &McpServer, state: &'static str) -> Self {
+        Self {
+            name: name.to_string(),
+            transport: server.transport(),
+            state,
+            reason: None,
+            tools: 0,
+        }
+    }
+}
+
 /// The configured servers' states without starting any: from the agent's hub when there is
 /// one, else `not_started` (or `disabled`).
 pub fn states(servers: &BTreeMap<String, McpServer>, hub: Option<&Hub>) -> Vec<Report> {
@@ -189,16 +208,13 @@ pub fn states(servers: &BTreeMap<String, McpServer>, hub: Option<&Hub>) -> Vec<R
             live.iter()
                 .find(|r| &r.name == name)
                 .cloned()
-                .unwrap_or_else(|| Report {
-                    name: name.clone(),
-                    transport: server.transport(),
-                    state: if server.enabled() {
+                .unwrap_or_else(|| {
+                    let state = if server.enabled() {
                         "not_started"
                     } else {
                         "disabled"
-                    },
-                    reason: None,
-                    tools: 0,
+                    };
+                    Report::new(name, server, state)
                 })
         })
         .collect()
@@ -207,20 +223,14 @@ pub fn states(servers: &BTreeMap<String, McpServer>, hub: Option<&Hub>) -> Vec<R
 /// Every configured server started (in parallel), its tools counted, and stopped again.
 pub async fn check_all(servers: &BTreeMap<String, McpServer>) -> Vec<Report> {
     let checks = servers.iter().map(|(name, server)| async move {
-        let mut report = Report {
-            name: name.clone(),
-            transport: server.transport(),
-            state: "disabled",
-            reason: None,
-            tools: 0,
-        };
+        let mut report = Report::new(name, server, "disabled");
         if !server.enabled() {
             return report;
         }
         match connect(name, server).await {
             Ok(connection) => {
                 report.state = "running";
-                report.tools = connection.tools.len();
+                report.tools = connection.tools().len();
                 connection.close().await;
             }
             Err(why) => {

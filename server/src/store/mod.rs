@@ -46,6 +46,23 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// The user's database for a server, opened on first use (so starting one stays cheap) and
+/// shared by its agents.
+#[derive(Default)]
+pub struct LazyStore(std::sync::Mutex<Option<std::sync::Arc<std::sync::Mutex<Store>>>>);
+
+impl LazyStore {
+    pub fn get(&self) -> Result<std::sync::Arc<std::sync::Mutex<Store>>> {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = slot.as_ref() {
+            return Ok(s.clone());
+        }
+        let store = std::sync::Arc::new(std::sync::Mutex::new(Store::open_default()?));
+        *slot = Some(store.clone());
+        Ok(store)
+    }
+}
+
 pub struct Store {
     conn: Connection,
     path: PathBuf,
