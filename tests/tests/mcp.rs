@@ -74,13 +74,44 @@ fn processes_with(marker: &str) -> Vec<String> {
     found
 }
 
+/// A variable that marks the servers one test starts: `KEY=value`, and the `environment`
+/// line that gives it to a server.
+fn marker(test: &str) -> (String, String) {
+    let key = format!("AGENT_LSP_MCP_{test}");
+    let value = std::process::id();
+    (
+        format!("{key}={value}"),
+        format!("environment = {{ {key} = \"{value}\" }}\n"),
+    )
+}
+
+/// `[mcp.everything]`: server-everything on stdio, with `more` lines of its table.
+fn everything_stdio(more: &str) -> String {
+    format!(
+        "\n[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n{more}",
+        everything().display()
+    )
+}
+
+/// Fails unless every server process with `marker` is gone within 5 s of `after`.
+fn assert_none_left(marker: &str, after: &str) {
+    let ended = Instant::now();
+    while !processes_with(marker).is_empty() {
+        assert!(
+            ended.elapsed() < Duration::from_secs(5),
+            "an MCP server outlived {after}: {:?}",
+            processes_with(marker)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn doctor_reports_each_mcp_server_from_real_servers() {
     let port = free_port();
     let _http = http_server(port);
     let env = TestEnv::new();
-    let marker = format!("AGENT_LSP_MCP_TEST={}", std::process::id());
-    let (key, value) = marker.split_once('=').unwrap();
+    let (marker, environment) = marker("DOCTOR_TEST");
     std::fs::write(
         env.workspace().join(".agent-lsp.toml"),
         format!(
@@ -88,8 +119,7 @@ fn doctor_reports_each_mcp_server_from_real_servers() {
 [mcp.everything]
 type = "local"
 command = ["node", "{everything}", "stdio"]
-environment = {{ {key} = "{value}" }}
-
+{environment}
 [mcp.remote]
 type = "remote"
 url = "http://127.0.0.1:{port}/mcp"
@@ -169,15 +199,7 @@ headers = {{ Authorization = "Bearer {{env:AGENT_LSP_TEST_UNSET_TOKEN}}" }}
     );
 
     // The stdio server went with the check.
-    let started = Instant::now();
-    while !processes_with(&marker).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "an MCP server outlived doctor: {:?}",
-            processes_with(&marker)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_none_left(&marker, "doctor");
 }
 
 #[test]
@@ -192,14 +214,7 @@ fn the_model_calls_an_mcp_servers_tools_and_reads_their_results() {
         {"reply": {"text": "Done."}},
     ]);
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
-    let env = cli_run::setup(
-        &llm,
-        "openai",
-        &format!(
-            "[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n",
-            everything().display()
-        ),
-    );
+    let env = cli_run::setup(&llm, "openai", &everything_stdio(""));
     let run = cli_run::run(&env, &["--yes", "use the everything server"]);
     assert_eq!(run.code, 0, "{:?}\n{}", run.lines, run.stderr);
     let requests = llm.requests();
@@ -237,9 +252,8 @@ fn mcp_tools_go_through_permissions_and_plan_mode() {
         &llm,
         "openai",
         &format!(
-            "[permission]\neverything_echo = \"deny\"\neverything_get-sum = \"allow\"\n\n\
-             [mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n",
-            everything().display()
+            "[permission]\neverything_echo = \"deny\"\neverything_get-sum = \"allow\"\n{}",
+            everything_stdio("")
         ),
     );
     let run = cli_run::run(&env, &["--mode", "plan", "look around"]);
@@ -273,16 +287,11 @@ fn a_server_killed_mid_call_is_restarted_on_the_next_step() {
         {"expect": {"last_message_contains": "Echo: again"}, "reply": {"text": "Done."}},
     ]);
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
-    let marker = format!("AGENT_LSP_MCP_KILL_TEST={}", std::process::id());
-    let (key, value) = marker.split_once('=').unwrap();
+    let (marker, environment) = marker("KILL_TEST");
     let env = cli_run::setup(
         &llm,
         "openai",
-        &format!(
-            "[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n\
-             environment = {{ {key} = \"{value}\" }}\ntimeout_ms = 60000\n",
-            everything().display()
-        ),
+        &everything_stdio(&format!("{environment}timeout_ms = 60000\n")),
     );
     let child = cli_run::spawn(&env, &["--yes", "run the long operation"]);
     // Once the long call has reached the server, kill the server.
@@ -308,15 +317,7 @@ fn a_server_killed_mid_call_is_restarted_on_the_next_step() {
         3,
         "the echo ran on a restarted server"
     );
-    let started = Instant::now();
-    while !processes_with(&marker).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "an MCP server outlived the run: {:?}",
-            processes_with(&marker)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_none_left(&marker, "the run");
 }
 
 /// A server that cannot start is told once (not at every step), and the session goes on.
@@ -452,9 +453,8 @@ async fn agent_config_lists_the_mcp_servers_as_the_agent_has_them() {
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
     let env = TestEnv::new();
     let extra = format!(
-        "\n[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n\n\
-         [mcp.off]\ntype = \"remote\"\nurl = \"http://127.0.0.1:9/mcp\"\nenabled = false\n",
-        everything().display()
+        "{}\n[mcp.off]\ntype = \"remote\"\nurl = \"http://127.0.0.1:9/mcp\"\nenabled = false\n",
+        everything_stdio("")
     );
     // Before any prompt: a server with no agent yet is not started.
     env.answer_workspace(&llm);
@@ -499,13 +499,8 @@ async fn no_mcp_server_outlives_the_language_server() {
     let turns = json!([{"reply": {"text": "Hi."}}]);
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
     let env = TestEnv::new();
-    let marker = format!("AGENT_LSP_MCP_LSP_TEST={}", std::process::id());
-    let (key, value) = marker.split_once('=').unwrap();
-    let extra = format!(
-        "\n[mcp.everything]\ntype = \"local\"\ncommand = [\"node\", \"{}\", \"stdio\"]\n\
-         environment = {{ {key} = \"{value}\" }}\n",
-        everything().display()
-    );
+    let (marker, environment) = marker("LSP_TEST");
+    let extra = everything_stdio(&environment);
     let (client, _) = prompted(&env, &llm, &extra, "hello").await;
     let started = Instant::now();
     while processes_with(&marker).is_empty() {
@@ -516,13 +511,5 @@ async fn no_mcp_server_outlives_the_language_server() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(client.shutdown_and_exit().await, 0);
-    let ended = Instant::now();
-    while !processes_with(&marker).is_empty() {
-        assert!(
-            ended.elapsed() < Duration::from_secs(5),
-            "an MCP server outlived the language server: {:?}",
-            processes_with(&marker)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert_none_left(&marker, "the language server");
 }
