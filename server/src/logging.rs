@@ -10,8 +10,9 @@ use tracing_subscriber::EnvFilter;
 /// `agent_lsp=trace`), else `default_level`.
 pub fn init(log_file: Option<&Path>, default_level: &str) -> std::io::Result<()> {
     let filter = EnvFilter::try_from_env("AGENT_LSP_LOG")
-        // rmcp logs each MCP session's whole handshake at info.
-        .unwrap_or_else(|_| EnvFilter::new(format!("{default_level},rmcp=warn")));
+        // rmcp logs each MCP session's whole handshake at info, and a server that cannot be
+        // reached as an error of its worker; the MCP module reports failures itself, once.
+        .unwrap_or_else(|_| EnvFilter::new(format!("{default_level},rmcp=off")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false);

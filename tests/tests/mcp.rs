@@ -1,5 +1,6 @@
 //! MCP servers with real servers from npm (`tests/mcp-servers`, installed by scripts/test):
-//! `@modelcontextprotocol/server-everything` over stdio and over Streamable HTTP, a server
+//! `@modelcontextprotocol/server-everything` over stdio, Streamable HTTP and the older
+//! HTTP+SSE, a server
 //! that does not exist, a disabled one and a header whose variable is missing, as
 //! `agent-lsp doctor --json` reports them; no server process outlives the check; and the
 //! model calling a server's tools through the real binary (fake-llm).
@@ -31,7 +32,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// server-everything in its Streamable HTTP mode, killed when dropped.
+/// server-everything serving HTTP (`streamableHttp` or the older `sse`), killed when dropped.
 struct HttpServer(Child);
 
 impl Drop for HttpServer {
@@ -41,10 +42,10 @@ impl Drop for HttpServer {
     }
 }
 
-fn http_server(port: u16) -> HttpServer {
+fn http_server(mode: &str, port: u16) -> HttpServer {
     let child = Command::new("node")
         .arg(everything())
-        .arg("streamableHttp")
+        .arg(mode)
         .env("PORT", port.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -109,7 +110,7 @@ fn assert_none_left(marker: &str, after: &str) {
 #[test]
 fn doctor_reports_each_mcp_server_from_real_servers() {
     let port = free_port();
-    let _http = http_server(port);
+    let _http = http_server("streamableHttp", port);
     let env = TestEnv::new();
     let (marker, environment) = marker("DOCTOR_TEST");
     std::fs::write(
@@ -137,8 +138,13 @@ enabled = false
 type = "remote"
 url = "http://127.0.0.1:{port}/mcp"
 headers = {{ Authorization = "Bearer {{env:AGENT_LSP_TEST_UNSET_TOKEN}}" }}
+
+[mcp.refused]
+type = "remote"
+url = "http://127.0.0.1:{closed}/mcp"
 "#,
-            everything = everything().display()
+            everything = everything().display(),
+            closed = free_port(),
         ),
     )
     .unwrap();
@@ -148,7 +154,7 @@ headers = {{ Authorization = "Bearer {{env:AGENT_LSP_TEST_UNSET_TOKEN}}" }}
         "--cwd",
         env.workspace().to_str().unwrap(),
     ]);
-    assert_eq!(code, 1, "two servers fail, so doctor does: {out}\n{err}");
+    assert_eq!(code, 1, "three servers fail, so doctor does: {out}\n{err}");
     let report: Value = serde_json::from_str(&out).expect("doctor --json");
     let server = |name: &str| {
         report["mcp"]
@@ -186,6 +192,17 @@ headers = {{ Authorization = "Bearer {{env:AGENT_LSP_TEST_UNSET_TOKEN}}" }}
             .unwrap()
             .contains("$AGENT_LSP_TEST_UNSET_TOKEN is not set"),
         "{secret}"
+    );
+    let refused = server("refused");
+    assert_eq!(refused["state"], "failed");
+    let why = refused["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("cannot reach http://127.0.0.1:") && why.contains("refused"),
+        "in a user's words, not the MCP library's layers: {refused}"
+    );
+    assert!(
+        !err.contains("worker quit"),
+        "one report of the failure, not the library's log too: {err}"
     );
     let line = report["checks"]
         .as_array()
@@ -512,4 +529,75 @@ async fn no_mcp_server_outlives_the_language_server() {
     }
     assert_eq!(client.shutdown_and_exit().await, 0);
     assert_none_left(&marker, "the language server");
+}
+
+#[test]
+fn a_server_that_only_speaks_the_older_http_sse_is_reached_over_it() {
+    let port = free_port();
+    let _sse = http_server("sse", port);
+    let table = format!("\n[mcp.old]\ntype = \"remote\"\nurl = \"http://127.0.0.1:{port}/sse\"\n");
+    let turns = json!([
+        {"expect": {"tools_include": ["old_echo"]},
+         "reply": {"tool_calls": [{"name": "old_echo", "arguments": {"message": "over SSE"}}]}},
+        {"reply": {"text": "Done."}},
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = cli_run::setup(&llm, "openai", &table);
+
+    let (_, out, err) = env.run(&[
+        "doctor",
+        "--json",
+        "--cwd",
+        env.workspace().to_str().unwrap(),
+    ]);
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}\n{err}"));
+    let old = &report["mcp"][0];
+    assert_eq!(old["state"], "running", "{old}");
+    assert_eq!(old["transport"], "sse", "{old}");
+    assert!(old["tools"].as_u64().unwrap() >= 5, "{old}");
+
+    let run = cli_run::run(&env, &["--yes", "echo over the old transport"]);
+    assert_eq!(run.code, 0, "{:?}\n{}", run.lines, run.stderr);
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(
+        requests[1].body.to_string().contains("Echo: over SSE"),
+        "the echo's answer came back over the event stream: {}",
+        requests[1].body
+    );
+}
+
+#[test]
+fn a_changed_tool_list_reaches_the_model_at_the_next_step() {
+    let server = repo_root().join("tests/mcp-servers/changing-tools.mjs");
+    let table = format!(
+        "\n[mcp.changing]\ntype = \"local\"\ncommand = [\"node\", \"{}\"]\n",
+        server.display()
+    );
+    let turns = json!([
+        {"expect": {"tools_include": ["changing_unlock"]},
+         "reply": {"tool_calls": [{"name": "changing_unlock", "arguments": {}}]}},
+        {"expect": {"tools_include": ["changing_unlocked"]},
+         "reply": {"tool_calls": [{"name": "changing_unlocked", "arguments": {}}]}},
+        {"reply": {"text": "Done."}},
+    ]);
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = cli_run::setup(&llm, "openai", &table);
+    let run = cli_run::run(&env, &["--yes", "unlock the tool, then use it"]);
+    assert_eq!(run.code, 0, "{:?}\n{}", run.lines, run.stderr);
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(
+        !requests[0].body.to_string().contains("changing_unlocked"),
+        "not offered before the server had it: {}",
+        requests[0].body
+    );
+    assert!(
+        requests[2]
+            .body
+            .to_string()
+            .contains("the unlocked tool ran"),
+        "the new tool was called: {}",
+        requests[2].body
+    );
 }

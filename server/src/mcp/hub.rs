@@ -121,6 +121,7 @@ impl Hub {
                     None => report.state = "starting",
                     Some(Some(c)) => {
                         report.state = "running";
+                        report.transport = c.transport;
                         report.tools = c.tools().len();
                     }
                     Some(None) => {

@@ -1,9 +1,10 @@
 //! MCP servers (Model Context Protocol) through `rmcp`: a local server as a child process on
-//! stdio, a remote one over Streamable HTTP. This file connects, lists the tools and reports
+//! stdio, a remote one over Streamable HTTP (or the older HTTP+SSE, `sse.rs`). This file connects, lists the tools and reports
 //! each server's state (for `agent-lsp doctor`); `hub.rs` keeps a workspace's servers
 //! running for the agent, `tool.rs` is one of their tools as the model sees it.
 
 mod hub;
+mod sse;
 mod tool;
 
 pub use hub::Hub;
@@ -38,6 +39,8 @@ impl ClientHandler for Watch {
 /// A running MCP server and its tools (listed again after it says they changed).
 pub struct Connection {
     pub service: RunningService<RoleClient, Watch>,
+    /// `stdio`, `http` (Streamable HTTP) or `sse` (the older HTTP+SSE).
+    pub transport: &'static str,
     tools: std::sync::Mutex<Vec<Tool>>,
     watch: Watch,
 }
@@ -86,71 +89,45 @@ pub fn expand_env(text: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// The innermost message of an error chain, without the Rust type names rmcp puts in
-/// brackets (they say nothing to a user).
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+/// The innermost message of an error chain.
+pub(super) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
     while let Some(inner) = cause.source() {
         cause = inner;
     }
+    cause.to_string()
+}
+
+/// An rmcp error as a user reads it: its innermost message without the Rust type names in
+/// brackets and the layers' prefixes ("Send message error Transport error: Client error: …"),
+/// which say nothing to a user.
+fn rmcp_reason(e: &(dyn std::error::Error + 'static)) -> String {
     static TYPES: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"\s*\[[A-Za-z_:<>, ]+\]").expect("a valid pattern")
     });
-    TYPES.replace_all(&cause.to_string(), "").into_owned()
+    static LAYERS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^(Send message error |Transport error: |Client error: )+")
+            .expect("a valid pattern")
+    });
+    let text = root_cause(e).replace(", when send initialize request", " to initialize");
+    let text = TYPES.replace_all(&text, "");
+    LAYERS.replace(text.trim(), "").into_owned()
 }
 
 /// Starts (or reaches) `server` and lists its tools, within its timeout.
 pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, String> {
     let watch = Watch::default();
     let work = async {
-        let service = match server {
+        let (service, transport) = match server {
             McpServer::Local {
                 command,
                 environment,
                 ..
-            } => {
-                let (program, args) = command.split_first().ok_or("no command")?;
-                let cmd = tokio::process::Command::new(program).configure(|c| {
-                    c.args(args).envs(environment);
-                });
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| format!("cannot start {program}: {e}"))?;
-                if let Some(stderr) = stderr {
-                    let name = name.to_string();
-                    tokio::spawn(async move {
-                        let mut lines = tokio::io::BufReader::new(stderr).lines();
-                        while let Ok(Some(line)) = lines.next_line().await {
-                            tracing::debug!(server = %name, "{line}");
-                        }
-                    });
-                }
-                watch
-                    .clone()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| root_cause(&e))?
-            }
-            McpServer::Remote { url, headers, .. } => {
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                for (key, value) in headers {
-                    let value = expand_env(value).map_err(|e| format!("header {key}: {e}"))?;
-                    let key = key
-                        .parse()
-                        .map_err(|_| format!("bad header name {key:?}"))?;
-                    let value = value
-                        .parse()
-                        .map_err(|_| "a header value is not valid".to_string())?;
-                    config.custom_headers.insert(key, value);
-                }
-                let transport = StreamableHttpClientTransport::from_config(config);
-                watch
-                    .clone()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| format!("{url}: {}", root_cause(&e)))?
-            }
+            } => (
+                start_local(name, command, environment, &watch).await?,
+                "stdio",
+            ),
+            McpServer::Remote { url, headers, .. } => reach_remote(url, headers, &watch).await?,
         };
         let tools = service
             .list_all_tools()
@@ -160,6 +137,7 @@ pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, Strin
         watch.tools_changed.store(false, Ordering::Relaxed);
         Ok(Connection {
             service,
+            transport,
             tools: std::sync::Mutex::new(tools),
             watch: watch.clone(),
         })
@@ -171,6 +149,85 @@ pub async fn connect(name: &str, server: &McpServer) -> Result<Connection, Strin
             server.timeout().as_millis()
         )),
     }
+}
+
+type Service = RunningService<RoleClient, Watch>;
+
+/// A local server: its process, on stdio, its stderr to the debug log.
+async fn start_local(
+    name: &str,
+    command: &[String],
+    environment: &BTreeMap<String, String>,
+    watch: &Watch,
+) -> Result<Service, String> {
+    let (program, args) = command.split_first().ok_or("no command")?;
+    let cmd = tokio::process::Command::new(program).configure(|c| {
+        c.args(args).envs(environment);
+    });
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
+    if let Some(stderr) = stderr {
+        let name = name.to_string();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(server = %name, "{line}");
+            }
+        });
+    }
+    watch
+        .clone()
+        .serve(transport)
+        .await
+        .map_err(|e| rmcp_reason(&e))
+}
+
+/// A remote server over Streamable HTTP or, when that fails, the older HTTP+SSE (as the MCP
+/// specification's backwards compatibility asks); the failure told is Streamable HTTP's.
+async fn reach_remote(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    watch: &Watch,
+) -> Result<(Service, &'static str), String> {
+    let mut header_map = reqwest::header::HeaderMap::new();
+    for (key, value) in headers {
+        let value = expand_env(value).map_err(|e| format!("header {key}: {e}"))?;
+        let key: reqwest::header::HeaderName = key
+            .parse()
+            .map_err(|_| format!("bad header name {key:?}"))?;
+        let value = value
+            .parse()
+            .map_err(|_| format!("the value of header {key} is not valid"))?;
+        header_map.insert(key, value);
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    config.custom_headers = (header_map.iter())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let streamable = match watch
+        .clone()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+    {
+        Ok(service) => return Ok((service, "http")),
+        Err(e) => rmcp_reason(&e),
+    };
+    let sse = match sse::SseTransport::connect(url, header_map).await {
+        Ok(transport) => watch
+            .clone()
+            .serve(transport)
+            .await
+            .map_err(|e| rmcp_reason(&e)),
+        Err(e) => match e.unreachable() {
+            Some(why) => return Err(format!("cannot reach {url}: {why}")),
+            None => Err(e.to_string()),
+        },
+    };
+    sse.map(|service| (service, "sse")).map_err(|why| {
+        format!("{url} answers neither Streamable HTTP ({streamable}) nor HTTP+SSE ({why})")
+    })
 }
 
 /// A server's state, as doctor and `agent/config` report it.
@@ -230,6 +287,7 @@ pub async fn check_all(servers: &BTreeMap<String, McpServer>) -> Vec<Report> {
         match connect(name, server).await {
             Ok(connection) => {
                 report.state = "running";
+                report.transport = connection.transport;
                 report.tools = connection.tools().len();
                 connection.close().await;
             }

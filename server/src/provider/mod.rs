@@ -10,7 +10,7 @@ pub mod openai;
 pub mod retry;
 pub mod script;
 pub mod scripted;
-mod sse;
+pub mod sse;
 pub mod window;
 
 use std::time::Duration;
