@@ -134,6 +134,7 @@ let sessionId;
     if (init.protocolVersion !== 1 || !init.agentCapabilities?.loadSession) fail(`initialize: ${JSON.stringify(init)}`);
     if (!init.agentCapabilities.promptCapabilities?.embeddedContext) fail("embedded context not advertised");
     if (!init.agentCapabilities.mcpCapabilities?.http) fail("MCP over HTTP not advertised");
+    if (!init.agentCapabilities.mcpCapabilities?.sse) fail("MCP over HTTP+SSE not advertised");
     step("initialize: protocol 1, loadSession and embedded context advertised");
 
     const created = await ctx.request(acp.methods.agent.session.new, { cwd: WORKSPACE, mcpServers: [] });

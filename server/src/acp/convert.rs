@@ -269,8 +269,7 @@ pub fn prompt_text(blocks: &[ContentBlock]) -> (String, Option<String>) {
     (text.join("\n"), context)
 }
 
-/// The MCP servers a client passes with a session, in our configuration's terms (SSE ones are
-/// left out: rmcp 3 has no client for that transport).
+/// The MCP servers a client passes with a session, in our configuration's terms.
 pub fn mcp_servers(
     servers: &[agent_client_protocol::v1::schema::McpServer],
 ) -> std::collections::BTreeMap<String, crate::config::McpServer> {
@@ -294,26 +293,58 @@ pub fn mcp_servers(
                 };
                 (&s.name, ours)
             }
-            Acp::Http(h) => {
-                let headers = h
-                    .headers
-                    .iter()
-                    .map(|e| (e.name.clone(), e.value.clone()))
-                    .collect();
-                let ours = crate::config::McpServer::Remote {
-                    url: h.url.clone(),
-                    headers,
-                    enabled: true,
-                    timeout_ms: None,
-                };
-                (&h.name, ours)
-            }
+            // Our remote servers try Streamable HTTP, then HTTP+SSE: one entry serves both.
+            Acp::Http(h) => (&h.name, remote(&h.url, &h.headers)),
+            Acp::Sse(h) => (&h.name, remote(&h.url, &h.headers)),
             other => {
-                tracing::warn!("MCP server {other:?} left out: only stdio and HTTP are supported");
+                tracing::warn!("MCP server {other:?} left out: an unknown transport");
                 continue;
             }
         };
         out.insert(name.clone(), ours);
     }
     out
+}
+
+fn remote(
+    url: &str,
+    headers: &[agent_client_protocol::v1::schema::HttpHeader],
+) -> crate::config::McpServer {
+    crate::config::McpServer::Remote {
+        url: url.to_string(),
+        headers: (headers.iter())
+            .map(|e| (e.name.clone(), e.value.clone()))
+            .collect(),
+        enabled: true,
+        timeout_ms: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_client_protocol::v1::schema::{
+        HttpHeader, McpServer, McpServerHttp, McpServerSse, McpServerStdio,
+    };
+
+    use crate::config::McpServer as Ours;
+
+    #[test]
+    fn a_clients_mcp_servers_become_ours_whatever_their_transport() {
+        let header = vec![HttpHeader::new("Authorization", "Bearer t")];
+        let servers = super::mcp_servers(&[
+            McpServer::Stdio(McpServerStdio::new("local", "node").args(vec!["s.js".into()])),
+            McpServer::Http(McpServerHttp::new("new", "http://h/mcp").headers(header.clone())),
+            McpServer::Sse(McpServerSse::new("old", "http://h/sse").headers(header)),
+        ]);
+        assert!(
+            matches!(&servers["local"], Ours::Local { command, .. } if command == &["node", "s.js"])
+        );
+        for (name, address) in [("new", "http://h/mcp"), ("old", "http://h/sse")] {
+            let Ours::Remote { url, headers, .. } = &servers[name] else {
+                panic!("{name} is remote");
+            };
+            assert_eq!(url, address);
+            assert_eq!(headers["Authorization"], "Bearer t");
+        }
+    }
 }

@@ -153,7 +153,7 @@ impl AcpServer {
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
-                .mcp_capabilities(McpCapabilities::new().http(true))
+                .mcp_capabilities(McpCapabilities::new().http(true).sse(true))
                 .prompt_capabilities(PromptCapabilities::new().embedded_context(true)),
         )
         .agent_info(Implementation::new("agent-lsp", env!("CARGO_PKG_VERSION")))
