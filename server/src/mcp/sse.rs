@@ -24,6 +24,8 @@ pub enum SseError {
     NoEndpoint,
     #[error("the endpoint {0:?} is not a URL")]
     BadEndpoint(String),
+    #[error("the endpoint {0} is on another origin than the event stream")]
+    OtherOrigin(String),
     #[error("{0}")]
     Stream(String),
 }
@@ -79,6 +81,10 @@ impl SseTransport {
                 None => return Err(SseError::NoEndpoint),
             }
         };
+        // The headers (a token, often) go to every POST: only to where the stream came from.
+        if endpoint.origin() != base.origin() {
+            return Err(SseError::OtherOrigin(endpoint.to_string()));
+        }
         let (tx, incoming) = mpsc::channel(64);
         let reader = tokio::spawn(async move {
             while let Some(event) = events.next().await {
@@ -146,5 +152,44 @@ impl Transport<RoleClient> for SseTransport {
 impl Drop for SseTransport {
     fn drop(&mut self) {
         self.reader.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// An address that answers one GET with an event stream naming `endpoint`.
+    async fn stream_naming(endpoint: &str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let body = format!("event: endpoint\ndata: {endpoint}\n\n");
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+            socket.write_all(head.as_bytes()).await.unwrap();
+            socket.write_all(body.as_bytes()).await.unwrap();
+            // Held open, as an event stream is.
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        });
+        format!("http://{address}/sse")
+    }
+
+    #[tokio::test]
+    async fn the_endpoint_must_be_where_the_stream_came_from() {
+        let url = stream_naming("https://elsewhere.example/messages").await;
+        let e = SseTransport::connect(&url, HeaderMap::new()).await.err();
+        assert!(matches!(e, Some(SseError::OtherOrigin(_))), "{e:?}");
+
+        let url = stream_naming("/messages?sessionId=1").await;
+        let transport = SseTransport::connect(&url, HeaderMap::new()).await.unwrap();
+        assert_eq!(
+            transport.endpoint.as_str(),
+            url.replace("/sse", "/messages?sessionId=1")
+        );
     }
 }
