@@ -112,6 +112,8 @@ vocabulary! {
         MaxSteps = "max_steps",
         /// The answer reached the output limit: its text is cut off.
         MaxTokens = "max_tokens",
+        /// The provider stopped the answer as a refusal.
+        Refusal = "refusal",
         Cancelled = "cancelled",
         Error = "error",
     }

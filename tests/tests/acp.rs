@@ -34,6 +34,10 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
         "reply": {"tool_calls": [{"name": "everything_echo", "arguments": {"message": "via acp"}}]}}));
     turns.push(json!({"expect": {"last_message_contains": "Echo: via acp"},
         "reply": {"text": "Echoed."}}));
+    turns.push(
+        json!({"expect": {"last_message_contains": "something the filter stops"},
+        "reply": {"text": "I can", "finish_reason": "content_filter"}}),
+    );
     let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
     let env = TestEnv::new();
     let file = env.answer_workspace(&llm);
@@ -70,7 +74,7 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
     );
 
     let requests = llm.requests();
-    assert_eq!(requests.len(), 5, "five model requests: {requests:?}");
+    assert_eq!(requests.len(), 6, "six model requests: {requests:?}");
     let first = requests[0].body.to_string();
     assert!(
         first.contains("The user attached lib.rs"),

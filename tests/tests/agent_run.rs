@@ -797,3 +797,32 @@ fn read_only_calls_of_one_answer_run_at_once_and_writes_keep_their_place() {
         .collect();
     assert_eq!(ids, asked_ids, "results in the order of the calls");
 }
+
+#[test]
+fn a_refused_answer_ends_the_turn_as_refusal_and_its_calls_never_run() {
+    // OpenAI's `content_filter`, Anthropic's `refusal`: the turn ends, nothing of the answer
+    // is acted on, the user reads why, the exit code says so.
+    for (format, reason) in [("openai", "content_filter"), ("anthropic", "refusal")] {
+        let script = json!({"turns": [
+            {"reply": {"text": "I will not", "finish_reason": reason,
+                       "tool_calls": [{"name": "write", "arguments": {"filePath": "made.txt", "content": "x"}}]}}
+        ]});
+        let llm = FakeLlm::start(&script, format);
+        let env = setup(&llm, format, "");
+        let r = run(&env, &["--yes", "write made.txt"]);
+        assert_eq!(r.code, 4, "{format}: {}", r.stderr);
+        assert_eq!(llm.requests().len(), 1, "{format}: no step after a refusal");
+        assert_eq!(r.done()["stop_reason"], "refusal", "{format}");
+        let why = r.done()["error"].as_str().unwrap_or_default().to_string();
+        assert!(
+            why.contains("stopped the answer as a refusal"),
+            "{format}: {why}"
+        );
+        assert!(!env.workspace().join("made.txt").exists(), "{format}");
+        let view = show(&env, &r.session());
+        let tool = &parts(&view, "tool")[0];
+        assert_eq!(tool["status"], "error", "{format}: {tool}");
+        let output = tool["data"]["output"].as_str().unwrap();
+        assert!(output.contains("refusal"), "{format}: {output}");
+    }
+}

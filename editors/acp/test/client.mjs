@@ -232,6 +232,14 @@ let sessionId;
     if (!mcpDone?.content?.some((c) => c.content?.text === "Echo: via acp")) fail(`the MCP tool's result: ${JSON.stringify(mcpDone)}`);
     if (!state.asks.at(-1)?.toolCall?.title?.includes("MCP server everything")) fail(`the ask names the server: ${JSON.stringify(state.asks.at(-1))}`);
     step("session/new with the client's MCP server: its tool is asked for, runs and answers");
+
+    // The provider refuses (OpenAI's content_filter): the prompt ends as `refusal`.
+    const refused = await ctx.request(acp.methods.agent.session.prompt, {
+      sessionId: withMcp.sessionId,
+      prompt: [{ type: "text", text: "something the filter stops" }],
+    });
+    if (refused.stopReason !== "refusal") fail(`the refused prompt: ${refused.stopReason}`);
+    step("session/prompt: a provider's refusal ends the prompt as refusal");
   });
   agent.child.kill();
 }

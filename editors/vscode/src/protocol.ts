@@ -116,7 +116,7 @@ export type TurnStatus = ("busy" | "idle")
 /**
  * How a turn ended.
  */
-export type TurnEnd = (("max_steps" | "cancelled" | "error") | "end_turn" | "max_tokens")
+export type TurnEnd = (("max_steps" | "cancelled" | "error") | "end_turn" | "max_tokens" | "refusal")
 export type PermissionOutcome = (("once" | "always" | "reject") | "cancelled")
 
 /**

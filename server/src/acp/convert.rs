@@ -44,6 +44,7 @@ pub fn stop_reason(end: TurnEnd) -> StopReason {
         TurnEnd::EndTurn => StopReason::EndTurn,
         TurnEnd::MaxSteps => StopReason::MaxTurnRequests,
         TurnEnd::MaxTokens => StopReason::MaxTokens,
+        TurnEnd::Refusal => StopReason::Refusal,
         TurnEnd::Cancelled => StopReason::Cancelled,
         // An error answers the prompt with a JSON-RPC error instead; this is the fallback.
         TurnEnd::Error => StopReason::EndTurn,

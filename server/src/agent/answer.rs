@@ -34,6 +34,8 @@ pub struct Answer {
     /// Whether the answer stopped at the output limit (`finish_reason: "length"`): its
     /// text is cut off, and so may be the arguments of its last call.
     pub cut_off: bool,
+    /// Whether the provider stopped the answer as a refusal: no call of it runs.
+    pub refused: bool,
 }
 
 /// Why a step's answer did not come: the turn ends, or the request overflowed the context
@@ -491,6 +493,7 @@ impl<'a> AnswerWriter<'a> {
         Answer {
             calls: calls.collect(),
             cut_off: self.stop == Some(StopReason::MaxTokens),
+            refused: self.stop == Some(StopReason::Refusal),
         }
     }
 }

@@ -382,7 +382,7 @@ impl Agent {
             }
             if !matches!(
                 last.end,
-                TurnEnd::EndTurn | TurnEnd::MaxSteps | TurnEnd::MaxTokens
+                TurnEnd::EndTurn | TurnEnd::MaxSteps | TurnEnd::MaxTokens | TurnEnd::Refusal
             ) {
                 return last;
             }

@@ -118,6 +118,9 @@ impl Agent {
             Err(outcome) => return Ok(Some(outcome)),
         };
         self.refuse_extra_calls(sid, &message_id, &mut answer)?;
+        if answer.refused {
+            return self.refused(sid, &message_id, &answer).map(Some);
+        }
         let had_calls = !answer.calls.is_empty();
         if answer.cut_off {
             self.refuse_cut_calls(sid, &message_id, &mut answer)?;
@@ -177,6 +180,24 @@ impl Agent {
              still needed."
         );
         self.record_unrun(sid, message_id, &extra, &why)
+    }
+
+    /// The provider stopped the answer as a refusal: the turn ends there, and calls it
+    /// carried are recorded as not run (a refused answer is no ground to act on).
+    fn refused(&self, sid: &str, message_id: &str, answer: &Answer) -> Result<TurnOutcome> {
+        for call in &answer.calls {
+            let why = "not run: the provider stopped this answer as a refusal";
+            self.record_unrun(sid, message_id, call, why)?;
+        }
+        tracing::info!(session = %sid, "the provider stopped the answer as a refusal");
+        Ok(TurnOutcome {
+            end: TurnEnd::Refusal,
+            error: Some(
+                "the model's provider stopped the answer as a refusal (its safety filter); \
+                 rephrase the request or try another model"
+                    .into(),
+            ),
+        })
     }
 
     /// In an answer cut off at the output limit, a call whose arguments do not parse was cut

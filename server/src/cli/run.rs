@@ -417,13 +417,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         );
     } else {
         terminal.own_line("");
-        if let (TurnEnd::Cancelled | TurnEnd::MaxTokens, Some(e)) = (end, &outcome.error) {
+        if let (TurnEnd::Cancelled | TurnEnd::MaxTokens | TurnEnd::Refusal, Some(e)) =
+            (end, &outcome.error)
+        {
             eprintln!("agent-lsp: {e}");
         }
     }
     Ok(match end {
         TurnEnd::EndTurn | TurnEnd::MaxSteps => 0,
         TurnEnd::MaxTokens => 3,
+        TurnEnd::Refusal => 4,
         TurnEnd::Cancelled => 130,
         TurnEnd::Error => 1,
     })

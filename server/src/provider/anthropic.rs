@@ -202,6 +202,7 @@ impl Decoder {
                     "end_turn" | "stop_sequence" => StopReason::EndTurn,
                     "tool_use" => StopReason::ToolUse,
                     "max_tokens" => StopReason::MaxTokens,
+                    "refusal" => StopReason::Refusal,
                     _ => StopReason::Other,
                 });
                 if let Some(out) = v["usage"]["output_tokens"].as_u64() {

@@ -86,6 +86,9 @@ pub enum StopReason {
     EndTurn,
     ToolUse,
     MaxTokens,
+    /// The provider stopped the answer on its safety grounds (Anthropic's `refusal`,
+    /// OpenAI's `content_filter`).
+    Refusal,
     Other,
 }
 

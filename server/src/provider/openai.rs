@@ -112,6 +112,7 @@ fn stop_reason(s: &str) -> StopReason {
         "stop" => StopReason::EndTurn,
         "tool_calls" | "function_call" => StopReason::ToolUse,
         "length" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
         _ => StopReason::Other,
     }
 }

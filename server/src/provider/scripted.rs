@@ -72,6 +72,7 @@ fn events(reply: &Reply, size: usize) -> Vec<ProviderEvent> {
     out.push(ProviderEvent::Finish(
         match reply.finish_reason.as_deref() {
             Some("length" | "max_tokens") => StopReason::MaxTokens,
+            Some("refusal" | "content_filter") => StopReason::Refusal,
             _ if !reply.tool_calls.is_empty() => StopReason::ToolUse,
             _ => StopReason::EndTurn,
         },
