@@ -34,6 +34,13 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
         "reply": {"tool_calls": [{"name": "everything_echo", "arguments": {"message": "via acp"}}]}}));
     turns.push(json!({"expect": {"last_message_contains": "Echo: via acp"},
         "reply": {"text": "Echoed."}}));
+    turns.push(json!({"expect": {"last_message_contains": "deploy it"},
+        "reply": {"tool_calls": [{"name": "bash", "arguments": {
+            "command": "./deploy.sh", "description": "deploy"}}]}}));
+    turns.push(
+        json!({"expect": {"last_message_contains": "not on a Friday"},
+        "reply": {"text": "Not deploying."}}),
+    );
     turns.push(
         json!({"expect": {"last_message_contains": "something the filter stops"},
         "reply": {"text": "I can", "finish_reason": "content_filter"}}),
@@ -73,8 +80,14 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
         "client.mjs failed ({status}); its output is above"
     );
 
-    let requests = llm.requests();
-    assert_eq!(requests.len(), 6, "six model requests: {requests:?}");
+    // The session's turns (distillation after a turn may add requests of its own).
+    let requests: Vec<_> = llm
+        .requests()
+        .into_iter()
+        .filter(|q| q.turn.is_some())
+        .collect();
+    let turns: Vec<_> = requests.iter().map(|q| q.turn).collect();
+    assert_eq!(requests.len(), 8, "eight scripted model requests: {turns:?}");
     let first = requests[0].body.to_string();
     assert!(
         first.contains("The user attached lib.rs"),

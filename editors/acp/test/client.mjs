@@ -233,6 +233,18 @@ let sessionId;
     if (!state.asks.at(-1)?.toolCall?.title?.includes("MCP server everything")) fail(`the ask names the server: ${JSON.stringify(state.asks.at(-1))}`);
     step("session/new with the client's MCP server: its tool is asked for, runs and answers");
 
+    // A rejection with the user's reason (`_meta.reason`): the model reads it, the turn goes on.
+    state.decide = () => ({ outcome: { outcome: "selected", optionId: "reject_once", _meta: { reason: "not on a Friday" } } });
+    const rejected = await ctx.request(acp.methods.agent.session.prompt, {
+      sessionId: withMcp.sessionId,
+      prompt: [{ type: "text", text: "deploy it" }],
+    });
+    if (rejected.stopReason !== "end_turn") fail(`the rejected prompt: ${rejected.stopReason}`);
+    const deploy = updatesOf(state, "tool_call").find((u) => u.rawInput?.command === "./deploy.sh");
+    const deployDone = updatesOf(state, "tool_call_update").find((u) => u.toolCallId === deploy?.toolCallId && u.status === "failed");
+    if (!JSON.stringify(deployDone?.content ?? []).includes("not on a Friday")) fail(`the rejected call: ${JSON.stringify(deployDone)}`);
+    step("session/request_permission: reject_once with a reason, the model reads it and the turn goes on");
+
     // The provider refuses (OpenAI's content_filter): the prompt ends as `refusal`.
     const refused = await ctx.request(acp.methods.agent.session.prompt, {
       sessionId: withMcp.sessionId,

@@ -140,15 +140,23 @@ fn options() -> Vec<PermissionOption> {
 }
 
 /// The client's choice as our reply. A rejection lets the model go on with another
-/// approach; a cancelled ask (the client cancelled the turn) stops the turn.
+/// approach, and reads the user's reason when the client sends one (ACP has no field for
+/// it: `_meta.reason`); a cancelled ask (the client cancelled the turn) stops the turn.
 fn reply(outcome: RequestPermissionOutcome) -> PermissionReply {
     match outcome {
         RequestPermissionOutcome::Selected(s) => match &*s.option_id.0 {
             ALLOW_ONCE => PermissionReply::Once,
             ALLOW_ALWAYS => PermissionReply::Always,
-            _ => PermissionReply::Reject {
-                message: Some("The user rejected this call; do not retry it as it was.".into()),
-            },
+            _ => {
+                let reason = s.meta.as_ref().and_then(|m| m.get("reason")?.as_str());
+                let message = match reason.map(str::trim).filter(|r| !r.is_empty()) {
+                    Some(r) => r.to_string(),
+                    None => "The user rejected this call; do not retry it as it was.".into(),
+                };
+                PermissionReply::Reject {
+                    message: Some(message),
+                }
+            }
         },
         _ => PermissionReply::Reject { message: None },
     }
