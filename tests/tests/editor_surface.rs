@@ -806,3 +806,75 @@ async fn undo_and_redo_after_an_edit_the_editor_applied_but_never_reported() {
     );
     assert_eq!(client.shutdown_and_exit().await, 0);
 }
+
+#[tokio::test]
+async fn an_always_answer_is_saved_listed_and_revoked_from_the_command_line() {
+    let call = |n: u32| json!({"reply": {"tool_calls": [{"name": "bash", "arguments": {"command": format!("echo saved {n}")}}]}});
+    let done = json!({"expect": {"last_message_contains": "saved"}, "reply": {"text": "Done."}});
+    let turns = [call(1), done.clone(), call(2), done.clone(), call(3), done];
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = TestEnv::new();
+    configure(&env, &llm);
+    let client = start(
+        &env,
+        json!({"agent": {"updates": true, "permissions": true}}),
+    )
+    .await;
+    client.reply_to("agent/requestPermission", json!({"outcome": "always"}));
+    let turn = |n: usize| {
+        let client = &client;
+        async move {
+            client
+                .request("agent/prompt", json!({"text": "echo"}))
+                .await
+                .unwrap();
+            client
+                .wait_until("the turn's end", || {
+                    let idle = updates(client, "status")
+                        .into_iter()
+                        .filter(|u| u["params"]["update"]["status"] == "idle")
+                        .count();
+                    (idle >= n).then_some(())
+                })
+                .await;
+        }
+    };
+    let asks = || client.received("agent/requestPermission").len();
+    let workspace = env.workspace().display().to_string();
+    let permission = |args: &[&str]| {
+        let mut all = vec!["permission", "--cwd", &workspace];
+        all.extend_from_slice(args);
+        env.run(&all)
+    };
+
+    turn(1).await;
+    assert_eq!(asks(), 1);
+    let (code, out, err) = permission(&["list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let saved: Value = serde_json::from_str(&out).unwrap();
+    let saved = saved.as_array().unwrap().clone();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(saved[0]["permission"], "bash");
+    let pattern = saved[0]["pattern"].as_str().unwrap().to_string();
+    assert!(pattern.starts_with("echo"), "{pattern}");
+
+    turn(2).await;
+    assert_eq!(asks(), 1, "the saved answer holds: no second ask");
+
+    let (code, _, err) = permission(&["revoke", "bash", "no such pattern"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no such saved permission"), "{err}");
+    let (code, out, err) = permission(&["revoke", "bash", &pattern]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, "revoked 1 saved permission(s)"),
+        "{err}"
+    );
+    let (_, out, _) = permission(&["list"]);
+    assert!(out.contains("no saved permissions"), "{out}");
+
+    turn(3).await;
+    assert_eq!(asks(), 2, "revoked: the agent asks again");
+    assert!(llm.requests().iter().all(|r| r.error.is_none()));
+    assert_eq!(client.shutdown_and_exit().await, 0);
+}

@@ -4,6 +4,7 @@ mod doctor;
 mod journal;
 mod knowledge;
 mod memory;
+mod permission;
 mod run;
 mod session;
 
@@ -61,6 +62,13 @@ pub enum Command {
     Knowledge {
         #[command(subcommand)]
         command: knowledge::KnowledgeCommand,
+        #[command(flatten)]
+        place: memory::Place,
+    },
+    /// The "always" answers saved for the workspace: list, revoke.
+    Permission {
+        #[command(subcommand)]
+        command: permission::PermissionCommand,
         #[command(flatten)]
         place: memory::Place,
     },
@@ -172,6 +180,7 @@ pub async fn run(command: Command) -> i32 {
         Command::Memory { command, place } => memory::run(command, place).await,
         Command::Journal { command, place } => journal::run(command, place).await,
         Command::Knowledge { command, place } => knowledge::run(command, place).await,
+        Command::Permission { command, place } => permission::run(command, place),
     };
     match result {
         Ok(code) => code,
