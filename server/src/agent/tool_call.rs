@@ -224,18 +224,7 @@ impl Agent {
         if grants.is_empty() {
             return Ok(());
         }
-        let batch: Vec<(Option<&str>, Event)> = grants
-            .iter()
-            .map(|(permission, pattern)| {
-                let event = Event::PermissionGranted {
-                    project: self.project(),
-                    permission: permission.clone(),
-                    pattern: pattern.clone(),
-                };
-                (None, event)
-            })
-            .collect();
-        self.with_store(|s| s.append_all(&batch).map(|_| ()))?;
+        self.with_store(|s| s.record_grants(&self.project(), grants, false))?;
         ctx.policy.grants.extend(grants.iter().cloned());
         Ok(())
     }

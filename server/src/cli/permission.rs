@@ -5,7 +5,8 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::memory::Place;
-use crate::store::{Event, Store};
+use super::session::report;
+use crate::store::Store;
 
 #[derive(Debug, Subcommand)]
 pub enum PermissionCommand {
@@ -31,54 +32,38 @@ pub fn run(cmd: PermissionCommand, place: Place) -> anyhow::Result<i32> {
     let grants = store.grants(&project)?;
     match cmd {
         PermissionCommand::List => {
-            if place.json {
-                let list: Vec<_> = grants
-                    .iter()
-                    .map(|(permission, pattern)| json!({"permission": permission, "pattern": pattern}))
-                    .collect();
-                println!("{}", serde_json::Value::Array(list));
-            } else if grants.is_empty() {
-                println!("no saved permissions for {project}");
+            let list: Vec<_> = grants
+                .iter()
+                .map(|(permission, pattern)| json!({"permission": permission, "pattern": pattern}))
+                .collect();
+            let text = if grants.is_empty() {
+                format!("no saved permissions for {project}")
             } else {
-                for (permission, pattern) in &grants {
-                    println!("{permission}\t{pattern}");
-                }
-            }
-            Ok(0)
+                let lines: Vec<_> = grants.iter().map(|(k, p)| format!("{k}\t{p}")).collect();
+                lines.join("\n")
+            };
+            report(place.json, list.into(), text)
         }
         PermissionCommand::Revoke {
             permission,
             pattern,
             all,
         } => {
-            let chosen: Vec<_> = match (permission, pattern) {
-                _ if all => grants,
-                (Some(k), Some(p)) => grants
-                    .into_iter()
-                    .filter(|(gk, gp)| *gk == k && *gp == p)
-                    .collect(),
-                _ => Vec::new(),
-            };
+            let chosen: Vec<_> = grants
+                .into_iter()
+                .filter(|(k, p)| {
+                    all || (Some(k), Some(p)) == (permission.as_ref(), pattern.as_ref())
+                })
+                .collect();
             if chosen.is_empty() && !all {
                 eprintln!(
                     "agent-lsp: no such saved permission for {project} (`agent-lsp permission list` shows them)"
                 );
                 return Ok(1);
             }
-            let batch: Vec<(Option<&str>, Event)> = chosen
-                .iter()
-                .map(|(permission, pattern)| {
-                    let event = Event::PermissionRevoked {
-                        project: project.clone(),
-                        permission: permission.clone(),
-                        pattern: pattern.clone(),
-                    };
-                    (None, event)
-                })
-                .collect();
-            store.append_all(&batch)?;
-            println!("revoked {} saved permission(s)", chosen.len());
-            Ok(0)
+            store.record_grants(&project, &chosen, true)?;
+            let text = format!("revoked {} saved permission(s)", chosen.len());
+            report(place.json, json!({"revoked": chosen.len()}), text)
         }
     }
 }

@@ -490,6 +490,37 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Saves "always" answers for a project, or revokes them: one event each, in one batch.
+    pub fn record_grants(
+        &mut self,
+        project: &str,
+        grants: &[(String, String)],
+        revoke: bool,
+    ) -> Result<()> {
+        let batch: Vec<(Option<&str>, Event)> = grants
+            .iter()
+            .map(|(permission, pattern)| {
+                let (project, permission, pattern) =
+                    (project.to_string(), permission.clone(), pattern.clone());
+                let event = if revoke {
+                    Event::PermissionRevoked {
+                        project,
+                        permission,
+                        pattern,
+                    }
+                } else {
+                    Event::PermissionGranted {
+                        project,
+                        permission,
+                        pattern,
+                    }
+                };
+                (None, event)
+            })
+            .collect();
+        self.append_all(&batch).map(|_| ())
+    }
+
     /// Saved "always" answers of a project: (permission, pattern).
     pub fn grants(&self, project: &str) -> Result<Vec<(String, String)>> {
         let mut stmt = self.conn.prepare(
