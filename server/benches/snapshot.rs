@@ -195,6 +195,7 @@ fn main() {
         .map(|i| format!("d{:03}/e00/f{i}.txt", i % 500))
         .collect();
     snap.revert(&[Patch {
+        to: None,
         from: first.clone(),
         files: files10,
     }])
@@ -212,6 +213,7 @@ fn main() {
     let after = snap.track().unwrap();
     let (ours, _) = time(|| {
         snap.revert(&[Patch {
+            to: None,
             from: first.clone(),
             files: files.clone(),
         }])

@@ -157,6 +157,14 @@ pub struct ConfigLayer {
     pub mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<bool>,
+    /// Folder names snapshots do not enter (dependencies, build output, caches); a revert
+    /// names what a turn changed in them as not restorable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_skip: Option<Vec<String>>,
+    /// Files that git does not track and that are larger than this are not snapshotted
+    /// (2 MiB); a revert names them as not restorable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_max_file_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permission: Option<BTreeMap<String, PermissionRule>>,
     /// Hosts webfetch may reach even though they resolve to private or loopback addresses.
@@ -381,6 +389,8 @@ impl ConfigLayer {
             max_steps,
             mode,
             snapshot,
+            snapshot_skip,
+            snapshot_max_file_bytes,
             webfetch_allow_hosts,
             context_window,
             max_output_tokens,
@@ -444,6 +454,8 @@ pub struct Config {
     pub max_steps: u32,
     pub mode: String,
     pub snapshot: bool,
+    pub snapshot_skip: Vec<String>,
+    pub snapshot_max_file_bytes: u64,
     pub permission: BTreeMap<String, PermissionRule>,
     pub webfetch_allow_hosts: Vec<String>,
     /// Tool name → offered; a tool absent here is offered.
@@ -498,6 +510,15 @@ impl Config {
             max_steps: layer.max_steps.unwrap_or(Self::DEFAULT_MAX_STEPS),
             mode: layer.mode.unwrap_or_else(|| "build".into()),
             snapshot: layer.snapshot.unwrap_or(true),
+            snapshot_skip: layer.snapshot_skip.unwrap_or_else(|| {
+                crate::snapshot::meta::DEFAULT_SKIP
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            }),
+            snapshot_max_file_bytes: layer
+                .snapshot_max_file_bytes
+                .unwrap_or(crate::snapshot::MAX_UNTRACKED_BYTES),
             permission: layer.permission.unwrap_or_default(),
             webfetch_allow_hosts: layer.webfetch_allow_hosts.unwrap_or_default(),
             tools: layer.tools.unwrap_or_default(),

@@ -23,6 +23,8 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
                     format!("-> {}", std::fs::read_link(&p).unwrap().display()).into_bytes(),
                 );
             } else if ft.is_dir() {
+                // Folders count too: an empty one the turn made or removed must come back.
+                out.insert(p.clone(), b"<folder>".to_vec());
                 stack.push(p);
             } else {
                 let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
@@ -423,5 +425,221 @@ fn snapshot_stats_and_gc_from_the_command_line() {
         out.trim(),
         "removed 0 unreachable objects",
         "everything is young or referenced"
+    );
+}
+
+/// A workspace with every kind of path an undo must bring back: nested files, a non-ASCII
+/// name, an ignored `.env`, an empty folder, an executable.
+fn exact_setup(llm: &FakeLlm, with_git: bool) -> TestEnv {
+    let env = setup(llm, with_git, "");
+    let ws = env.workspace();
+    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap();
+    std::fs::create_dir_all(ws.join("src/deep")).unwrap();
+    std::fs::write(ws.join("src/deep/x.rs"), "fn x() {}\n").unwrap();
+    std::fs::write(ws.join("ünï cödé.txt"), "unicode\n").unwrap();
+    std::fs::write(ws.join(".env"), "SECRET=1\n").unwrap();
+    std::fs::create_dir_all(ws.join("empty")).unwrap();
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    if with_git {
+        std::fs::write(ws.join(".gitignore"), "build/\n.env\n").unwrap();
+        git(&ws, &["add", "-A"]);
+        git(&ws, &["commit", "-qm", "more"]);
+    }
+    env
+}
+
+fn git_status(ws: &Path) -> String {
+    let out = Command::new("git")
+        .args([
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--ignored",
+        ])
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    // The agent's own folder ignores itself; everything else counts, ignored files too.
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("!! .agent-lsp/"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn bash(command: &str) -> Value {
+    json!({"name": "bash", "arguments": {"command": command}})
+}
+
+fn patch(text: &str) -> Value {
+    json!({"name": "apply_patch", "arguments": {"patchText": format!("*** Begin Patch\n{text}\n*** End Patch")}})
+}
+
+/// One turn whose steps make `calls` (one call a step), then `session undo`: the work tree
+/// and `git status` are what they were before the session.
+fn undo_restores(name: &str, with_git: bool, calls: &[Value]) -> Value {
+    let mut turns: Vec<Value> = calls
+        .iter()
+        .map(|c| json!({"reply": {"tool_calls": [c]}}))
+        .collect();
+    turns.push(json!({"reply": {"text": "done"}}));
+    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    let env = exact_setup(&llm, with_git);
+    let ws = env.workspace();
+    let (before, status) = (work_tree(&ws), with_git.then(|| git_status(&ws)));
+    let sid = run(&env, &["do it"])[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(work_tree(&ws), before, "{name}: the turn changed nothing");
+    let after = work_tree(&ws);
+    let (code, info, err) = session_json(&env, &["undo", &sid]);
+    assert_eq!(code, 0, "{name}: {err}");
+    assert_eq!(work_tree(&ws), before, "{name} (git: {with_git}): {info}");
+    if let Some(status) = status {
+        assert_eq!(git_status(&ws), status, "{name}");
+    }
+    assert!(info.get("notRestored").is_none(), "{name}: {info}");
+    let (code, _, err) = session_json(&env, &["redo", &sid]);
+    assert_eq!(code, 0, "{name}: {err}");
+    assert_eq!(work_tree(&ws), after, "{name}: redo");
+    info
+}
+
+#[test]
+fn undo_brings_back_moved_renamed_and_deleted_files() {
+    let cases: Vec<(&str, Vec<Value>, bool)> = vec![
+        ("bash mv", vec![bash("mv a.txt b.txt")], false),
+        ("git mv", vec![bash("git mv a.txt b.txt")], true),
+        (
+            "mv into a new folder",
+            vec![bash("mkdir -p new/dir && mv a.txt new/dir/a.txt")],
+            false,
+        ),
+        (
+            "mv of a non-ASCII name",
+            vec![bash("mv 'ünï cödé.txt' 'mövéd 日本.txt'")],
+            false,
+        ),
+        ("rm", vec![bash("rm doomed.txt")], false),
+        ("rm -r of a folder", vec![bash("rm -r src")], false),
+        ("rm of an ignored .env", vec![bash("rm .env")], false),
+        (
+            "an empty folder removed, one made",
+            vec![bash("rmdir empty && mkdir made")],
+            false,
+        ),
+        (
+            "a file replaced by a folder",
+            vec![bash("rm a.txt && mkdir a.txt && echo in > a.txt/in")],
+            false,
+        ),
+        (
+            "a folder replaced by a file",
+            vec![bash("rm -r src && echo flat > src")],
+            false,
+        ),
+        (
+            "a symlink replacing a file",
+            vec![bash("rm a.txt && ln -s doomed.txt a.txt")],
+            false,
+        ),
+        (
+            "executable bit",
+            vec![bash("chmod -x run.sh && chmod +x a.txt")],
+            false,
+        ),
+        (
+            "apply_patch Move to",
+            vec![patch(
+                "*** Update File: a.txt\n*** Move to: moved/b.txt\n@@\n-alpha\n+beta",
+            )],
+            false,
+        ),
+        (
+            "apply_patch Delete + Add",
+            vec![patch("*** Delete File: a.txt\n*** Add File: b.txt\n+alpha")],
+            false,
+        ),
+        (
+            "a turn mixing them",
+            vec![
+                bash(
+                    "mv a.txt b.txt && git mv -f doomed.txt gone.txt 2>/dev/null || mv doomed.txt gone.txt",
+                ),
+                patch("*** Update File: b.txt\n*** Move to: c/d.txt\n@@\n-alpha\n+gamma"),
+                bash("rm -r src/deep && rm .env && mkdir -p x/y"),
+                json!({"name": "write", "arguments": {"filePath": "src/new.rs", "content": "new\n"}}),
+            ],
+            false,
+        ),
+    ];
+    for (name, calls, git_only) in cases {
+        for with_git in [true, false] {
+            if git_only && !with_git {
+                continue;
+            }
+            undo_restores(name, with_git, &calls);
+        }
+    }
+}
+
+#[test]
+fn undo_keeps_a_moved_file_the_user_edited_and_names_what_it_cannot_restore() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [bash("mv a.txt b.txt && rm -r node_modules/pkg && rm big.bin")]}},
+        {"reply": {"text": "done"}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = exact_setup(&llm, true);
+    let ws = env.workspace();
+    std::fs::create_dir_all(ws.join("node_modules/pkg")).unwrap();
+    std::fs::write(ws.join("node_modules/pkg/index.js"), "x\n").unwrap();
+    std::fs::write(ws.join("big.bin"), vec![1u8; 3 * 1024 * 1024]).unwrap();
+    let sid = run(&env, &["move it"])[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The user edits the moved file after the turn.
+    std::fs::write(ws.join("b.txt"), "the user's words\n").unwrap();
+    let (code, info, err) = session_json(&env, &["undo", &sid]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "alpha\n",
+        "the moved file's old side comes back"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("b.txt")).unwrap(),
+        "the user's words\n",
+        "the user's edit is not overwritten: {info}"
+    );
+    let left: BTreeMap<String, String> = info["notRestored"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{info}"))
+        .iter()
+        .map(|u| {
+            (
+                u["path"].as_str().unwrap().into(),
+                u["reason"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(left["b.txt"].contains("changed since"), "{left:?}");
+    assert!(
+        left["node_modules"].contains("not in the snapshots"),
+        "{left:?}"
+    );
+    assert!(left["big.bin"].contains("not in the snapshots"), "{left:?}");
+    // Redo, and the text form of undo names them too.
+    let (code, _, err) = session_json(&env, &["redo", &sid]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = env.run(&["session", "undo", &sid]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("left as they are:")
+            && out.contains("b.txt: changed since the agent's turn")
+            && out.contains("node_modules: not in the snapshots"),
+        "{out}"
     );
 }

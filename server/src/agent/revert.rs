@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{Agent, AgentError, Result};
 use crate::config::Config;
 use crate::editor::{BufferEdit, Update};
-use crate::snapshot::{FileTarget, Patch, Snapshots};
+use crate::snapshot::{FileTarget, Patch, Snapshots, State, Unrestored, real_paths};
 use crate::status::{PartKind, SessionStatus};
 use crate::store::{Event, SessionSummary, SessionView, Store};
 
@@ -32,7 +32,11 @@ pub fn open_snapshots(config: &Config, workspace: &Path) -> Option<SharedSnapsho
         return None;
     }
     match Snapshots::open(&crate::paths::data_dir(), workspace) {
-        Ok(s) => Some(Arc::new(Mutex::new(s))),
+        Ok(mut s) => {
+            s.set_skip(&config.snapshot_skip);
+            s.set_max_untracked(config.snapshot_max_file_bytes);
+            Some(Arc::new(Mutex::new(s)))
+        }
         Err(e) => {
             tracing::warn!("snapshots are unavailable: {e}");
             None
@@ -51,6 +55,11 @@ pub struct RevertInfo {
     /// For `undo`: the text of the user message that was undone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Paths the revert left as they are, each with why: changed since the turn (never
+    /// overwritten), not in the snapshots (a skipped folder, a file over the cap), or a
+    /// folder that is not empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_restored: Vec<Unrestored>,
 }
 
 /// The patches the steps of `messages` recorded.
@@ -69,6 +78,7 @@ fn patches_from(messages: &[crate::store::MessageView]) -> Vec<Patch> {
         .filter_map(|p| {
             Some(Patch {
                 from: p.data["from"].as_str()?.to_string(),
+                to: p.data["to"].as_str().map(String::from),
                 files: strings(&p.data["files"])?,
             })
         })
@@ -187,18 +197,18 @@ impl Agent {
     }
 
     /// Carries out a plan: files open in the editor change through it (so the revert is an
-    /// undo step there too), the others on disk.
+    /// undo step there too), the rest on disk. Returns the paths changed and what was left.
     async fn apply_plan(
         &self,
         snapshots: &SharedSnapshots,
         plan: Vec<FileTarget>,
-    ) -> Result<Vec<String>> {
-        let files: Vec<String> = plan.iter().map(|t| t.path.clone()).collect();
+    ) -> Result<(Vec<String>, Vec<Unrestored>)> {
+        let files: Vec<String> = plan.iter().map(FileTarget::display).collect();
         let mut on_disk = Vec::new();
         for t in plan {
             let path = self.workspace.join(&t.path);
-            let text = match &t.content {
-                Some((bytes, mode)) if *mode != 0o120000 => std::str::from_utf8(bytes).ok(),
+            let text = match &t.state {
+                State::File(bytes, mode) if *mode != 0o120000 => std::str::from_utf8(bytes).ok(),
                 _ => None,
             };
             if let Some(text) = text
@@ -209,11 +219,10 @@ impl Agent {
             }
             on_disk.push(t);
         }
-        self.with_snapshots(snapshots, move |s| {
-            on_disk.iter().try_for_each(|t| s.put(t))
-        })
-        .await?;
-        Ok(files)
+        let left = self
+            .with_snapshots(snapshots, move |s| s.apply(&on_disk))
+            .await?;
+        Ok((files, left))
     }
 
     /// Snapshots see the editor's unsaved buffers, as the user does.
@@ -264,15 +273,15 @@ impl Agent {
         };
         self.refresh_overlay(&snapshots);
         let patches = patches_from(&view.messages[start..]);
-        // Only the files the reverted turns changed are read, saved and compared: the rest
-        // of the tree is not the revert's business, however big it is.
-        let mut touched: BTreeSet<PathBuf> = patches
-            .iter()
-            .flat_map(|p| &p.files)
-            .map(PathBuf::from)
-            .collect();
+        // Only the paths the reverted turns changed (both sides of a rename) and the folders
+        // above them are read, saved and compared: the rest of the tree is not the revert's
+        // business, however big it is.
+        let mut touched: BTreeSet<PathBuf> =
+            real_paths(patches.iter().flat_map(|p| &p.files).map(String::as_str))
+                .into_iter()
+                .collect();
         // Staging again moves the revert point: first bring back the state saved the first
-        // time (for the files it holds), then save the files of the new revert as they are.
+        // time (for the paths it holds), then save the paths of the new revert as they are.
         if let Some((_, saved)) = staged(&view.summary) {
             let before: Vec<PathBuf> = staged_files(&view.summary).collect();
             touched.extend(before.iter().cloned());
@@ -289,7 +298,10 @@ impl Agent {
         let plan = self
             .with_snapshots(&snapshots, move |s| s.revert_plan(&patches))
             .await?;
-        let files = self.apply_plan(&snapshots, plan).await?;
+        let mut not_restored = plan.conflicts;
+        not_restored.extend(plan.not_restorable);
+        let (files, left) = self.apply_plan(&snapshots, plan.targets).await?;
+        not_restored.extend(left);
         self.refresh_overlay(&snapshots);
         let paths: Vec<PathBuf> = touched.into_iter().collect();
         let from = saved.clone();
@@ -316,6 +328,7 @@ impl Agent {
             files,
             diff,
             text: None,
+            not_restored,
         })
     }
 
@@ -334,7 +347,10 @@ impl Agent {
         let plan = self
             .with_snapshots(&snapshots, move |s| s.restore_plan_of(&saved, &paths))
             .await?;
-        let files = self.apply_plan(&snapshots, plan).await?;
+        let (files, left) = self.apply_plan(&snapshots, plan).await?;
+        for l in &left {
+            tracing::warn!("redo left {}: {}", l.path, l.reason);
+        }
         self.append(sid, vec![Event::RevertCleared])?;
         self.editor.publish(Update::Revert {
             session_id: sid.into(),

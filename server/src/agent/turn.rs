@@ -362,12 +362,17 @@ impl Agent {
         if changes.is_empty() {
             return Ok(());
         }
+        // Every snapshot path for the revert; the changes a person reads without meta entries.
         let files: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+        let shown: Vec<&crate::snapshot::FileChange> = changes
+            .iter()
+            .filter(|c| !crate::snapshot::meta::is_meta(c.path.as_bytes()))
+            .collect();
         let event = Event::PartAdded {
             part_id: new_id(),
             message_id: message_id.into(),
             kind: PartKind::Patch,
-            data: json!({"from": from, "to": to, "files": files, "changes": changes}),
+            data: json!({"from": from, "to": to, "files": files, "changes": shown}),
             status: None,
         };
         self.append(sid, vec![event])

@@ -94,6 +94,18 @@ pub(super) fn report(json: bool, value: serde_json::Value, text: String) -> anyh
     Ok(0)
 }
 
+/// A revert for a person: what it put back, and what it left as it was and why.
+fn revert_text(info: &crate::agent::revert::RevertInfo) -> String {
+    let mut text = files_text("reverted", &info.files);
+    if !info.not_restored.is_empty() {
+        text += "\nleft as they are:";
+        for u in &info.not_restored {
+            text += &format!("\n  {}: {}", u.path, u.reason);
+        }
+    }
+    text
+}
+
 fn files_text(verb: &str, files: &[String]) -> String {
     if files.is_empty() {
         format!("{verb} nothing: no file differed")
@@ -127,7 +139,7 @@ async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32
         } => {
             let (agent, sid) = agent_for(store, &id)?;
             match agent.revert_to(&sid, &message_id).await {
-                Ok(info) => report(json, to_json(&info), files_text("reverted", &info.files)),
+                Ok(info) => report(json, to_json(&info), revert_text(&info)),
                 Err(e) => fail(e.to_string()),
             }
         }
@@ -137,7 +149,7 @@ async fn revert_command(store: Store, cmd: SessionCommand) -> anyhow::Result<i32
                 Ok(info) => {
                     let text = format!(
                         "{}\nundone prompt: {}",
-                        files_text("reverted", &info.files),
+                        revert_text(&info),
                         info.text.clone().unwrap_or_default()
                     );
                     report(json, to_json(&info), text)

@@ -443,6 +443,16 @@ pub struct RevertResult {
     /// For `agent/undo`: the undone prompt's text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Paths the revert left as they were, each with why (changed since the turn, not in
+    /// the snapshots, a folder that is not empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_restored: Vec<NotRestored>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct NotRestored {
+    pub path: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -1252,6 +1262,14 @@ impl From<crate::agent::revert::RevertInfo> for RevertResult {
             files: r.files,
             diff: r.diff,
             text: r.text,
+            not_restored: r
+                .not_restored
+                .into_iter()
+                .map(|u| NotRestored {
+                    path: u.path,
+                    reason: u.reason,
+                })
+                .collect(),
         }
     }
 }

@@ -8,7 +8,9 @@
 //! snapshot id. The user's `.git` is only ever read.
 
 mod lock;
+pub mod meta;
 mod pack;
+mod restore;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::OsStrExt;
@@ -20,8 +22,9 @@ use serde::{Deserialize, Serialize};
 
 pub use lock::Lock;
 use pack::ObjectSink;
+pub use restore::{FileTarget, RevertPlan, State, Unrestored, real_paths};
 
-/// Untracked files larger than this are not snapshotted.
+/// Untracked files larger than this are not snapshotted (a revert names them instead).
 pub const MAX_UNTRACKED_BYTES: u64 = 2 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
@@ -47,17 +50,14 @@ pub struct FileChange {
     pub binary: bool,
 }
 
-/// What one file should become: its bytes and git file mode, or `None` to delete it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileTarget {
-    pub path: String,
-    pub content: Option<(Vec<u8>, u32)>,
-}
-
-/// A step's change set: the snapshot before it and the files it changed.
+/// A step's change set: the snapshot before it, the one after it (when known: a revert
+/// compares the disk with it to see what was changed since), and the snapshot paths that
+/// differ between them — both sides of a rename, and meta entries (see [`meta`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Patch {
     pub from: String,
+    #[serde(default)]
+    pub to: Option<String>,
     pub files: Vec<String>,
 }
 
@@ -66,6 +66,8 @@ pub struct Snapshots {
     git_dir: PathBuf,
     worktree: PathBuf,
     max_untracked: u64,
+    /// Folder names never entered (dependencies, build output, caches): named, not held.
+    skip: std::sync::Arc<BTreeSet<std::ffi::OsString>>,
     /// Directories never entered: submodules (gitlinks in the index).
     gitlinks: BTreeSet<Vec<u8>>,
     /// Unsaved editor buffers (relative path → text): what the user sees is what a snapshot
@@ -100,7 +102,7 @@ fn snapshotted(md: &std::fs::Metadata) -> bool {
     md.is_file() || md.file_type().is_symlink()
 }
 
-fn entry_mode(md: &std::fs::Metadata) -> u32 {
+pub(crate) fn entry_mode(md: &std::fs::Metadata) -> u32 {
     if md.file_type().is_symlink() {
         0o120000
     } else if md.permissions().mode() & 0o111 != 0 {
@@ -139,7 +141,7 @@ fn index_entry(
 }
 
 /// A relative path from the index, refused if it could leave the work tree.
-fn safe_relative(path: &str) -> Option<PathBuf> {
+pub(crate) fn safe_relative(path: &str) -> Option<PathBuf> {
     let p = PathBuf::from(path);
     p.components()
         .all(|c| matches!(c, Component::Normal(_)))
@@ -158,6 +160,8 @@ struct Staged {
     updated: usize,
     /// Files that already had an entry.
     matched: usize,
+    /// Untracked files over the cap, left out (with their meta content).
+    over_cap: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Staged {
@@ -172,7 +176,72 @@ impl Staged {
         self.changed.extend(other.changed);
         self.updated += other.updated;
         self.matched += other.matched;
+        self.over_cap.extend(other.over_cap);
     }
+}
+
+/// What a walk of the work tree met.
+#[derive(Default)]
+struct Walked {
+    /// Regular files and symlinks, with their metadata.
+    files: Vec<(Vec<u8>, std::fs::Metadata)>,
+    /// Every folder below the root that was entered.
+    dirs: Vec<Vec<u8>>,
+    /// Folders not entered (the skip list), with their meta content.
+    lost: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+enum Met {
+    File(Vec<u8>, std::fs::Metadata),
+    Dir(Vec<u8>),
+    Skipped(Vec<u8>, Vec<u8>),
+}
+
+fn path_of(rel: &[u8]) -> &Path {
+    Path::new(std::ffi::OsStr::from_bytes(rel))
+}
+
+/// Whether the index holds a file below folder `dir`.
+fn holds_files(index: &git2::Index, dir: &[u8]) -> bool {
+    index.find_prefix([dir, b"/"].concat()).is_ok()
+}
+
+/// The meta entries of the index (they sort together).
+fn meta_entries(index: &git2::Index) -> Vec<Vec<u8>> {
+    let Ok(start) = index.find_prefix(meta::PREFIX) else {
+        return Vec::new();
+    };
+    (start..index.len())
+        .map_while(|i| index.get(i).filter(|e| meta::is_meta(&e.path)))
+        .map(|e| e.path)
+        .collect()
+}
+
+/// Turns the meta entries `old` of the index into `wanted`: stale ones removed, new or
+/// changed ones added (their blobs into `sink`).
+fn set_meta(
+    sink: &mut ObjectSink<'_, '_>,
+    index: &mut git2::Index,
+    staged: &mut Staged,
+    old: BTreeSet<Vec<u8>>,
+    wanted: BTreeMap<Vec<u8>, Vec<u8>>,
+) -> Result<()> {
+    for path in old.iter().filter(|p| !wanted.contains_key(*p)) {
+        index.remove_path(path_of(path))?;
+        staged.changed.push(path.clone());
+        staged.updated += 1;
+    }
+    for (path, content) in wanted {
+        let existing = index.get_path(path_of(&path), 0);
+        let id = Oid::hash_object(ObjectType::Blob, &content)?;
+        if existing.as_ref().is_some_and(|e| e.id == id) {
+            continue;
+        }
+        let id = sink.add(ObjectType::Blob, &content)?;
+        staged.add(existing.as_ref(), &path, id, 0o100644);
+        index.add(&index_entry(&path, 0o100644, id, content.len(), None))?;
+    }
+    Ok(())
 }
 
 /// The hidden index kept in memory between snapshots, and the state of its file when it was
@@ -292,6 +361,7 @@ impl Snapshots {
             git_dir,
             worktree,
             max_untracked: MAX_UNTRACKED_BYTES,
+            skip: std::sync::Arc::new(meta::DEFAULT_SKIP.iter().map(Into::into).collect()),
             gitlinks: BTreeSet::new(),
             overlay: BTreeMap::new(),
             cached: std::sync::Mutex::new(None),
@@ -314,6 +384,21 @@ impl Snapshots {
         &self.worktree
     }
 
+    /// The metadata of `rel` in the work tree, without following a symlink anywhere on the
+    /// way: a path below a symlinked folder is not in the work tree but somewhere else, so
+    /// it is neither read into a snapshot nor written by a revert.
+    pub(crate) fn lstat(&self, rel: &Path) -> std::io::Result<std::fs::Metadata> {
+        let not_here = || std::io::Error::new(std::io::ErrorKind::NotFound, "not in the tree");
+        let bytes = rel.as_os_str().as_bytes();
+        for dir in meta::ancestors(bytes) {
+            let md = std::fs::symlink_metadata(self.worktree.join(path_of(dir)))?;
+            if !md.is_dir() {
+                return Err(not_here());
+            }
+        }
+        std::fs::symlink_metadata(self.worktree.join(rel))
+    }
+
     /// Sets the unsaved buffers the next snapshots take instead of the disk.
     pub fn set_overlay(&mut self, buffers: Vec<(PathBuf, String)>) {
         self.overlay = buffers
@@ -332,6 +417,11 @@ impl Snapshots {
 
     pub fn set_max_untracked(&mut self, bytes: u64) {
         self.max_untracked = bytes;
+    }
+
+    /// The folder names snapshots do not enter.
+    pub fn set_skip<S: AsRef<str>>(&mut self, names: &[S]) {
+        self.skip = std::sync::Arc::new(names.iter().map(|n| n.as_ref().into()).collect());
     }
 
     fn index(&self) -> Result<git2::Index> {
@@ -384,79 +474,100 @@ impl Snapshots {
         Ok(out)
     }
 
-    /// The files of the work tree that a snapshot holds, relative, honouring .gitignore,
-    /// info/exclude and the global excludes file, never entering `.git` or submodules.
-    fn walk(&self) -> Vec<(Vec<u8>, std::fs::Metadata)> {
+    /// The work tree as snapshots see it: every file and symlink, ignored ones too (a revert
+    /// must bring back `.env`), and every folder; never entering `.git`, the agent's own
+    /// folder, submodules or the skipped folders, which are only named.
+    fn walk(&self) -> Walked {
         let root = self.worktree.clone();
         let gitlinks = self.gitlinks.clone();
         let walk_root = root.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         // In parallel: on a big tree the walk is one stat per file, like `git status`.
         ignore::WalkBuilder::new(&root)
-            .hidden(false)
-            .parents(true)
-            // `.ignore` files are ripgrep's, not git's: what they list is still snapshotted.
-            .ignore(false)
+            .standard_filters(false)
             .follow_links(false)
-            .require_git(false)
             .filter_entry(move |e| {
                 if e.file_name() == ".git" {
                     return false;
                 }
                 let rel = e.path().strip_prefix(&walk_root).unwrap_or(e.path());
-                // The agent's memory is not work a revert should take back.
-                rel != Path::new(crate::memory::PROJECT_DIR)
-                    && !gitlinks.contains(rel.as_os_str().as_bytes())
+                let rel = rel.as_os_str().as_bytes();
+                !meta::is_agent_own(rel) && !gitlinks.contains(rel)
             })
             .build_parallel()
             .run(|| {
-                let tx = tx.clone();
-                let root = root.clone();
+                let (tx, root, skip) = (tx.clone(), root.clone(), self.skip.clone());
                 Box::new(move |entry| {
                     let Ok(entry) = entry else {
                         return ignore::WalkState::Continue;
                     };
-                    // Regular files and symlinks only: a FIFO or a device would block or
-                    // never end when read.
-                    if !entry
-                        .file_type()
-                        .is_some_and(|t| t.is_file() || t.is_symlink())
-                    {
+                    let (Some(kind), true) = (entry.file_type(), entry.depth() > 0) else {
                         return ignore::WalkState::Continue;
+                    };
+                    let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
+                    let rel = rel.as_os_str().as_bytes().to_vec();
+                    let md = std::fs::symlink_metadata(entry.path());
+                    if kind.is_dir() && skip.contains(entry.file_name()) {
+                        if let Ok(md) = md {
+                            let _ = tx.send(Met::Skipped(rel, meta::lost_content(&md)));
+                        }
+                        return ignore::WalkState::Skip;
                     }
-                    if let Ok(md) = std::fs::symlink_metadata(entry.path()) {
-                        let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
-                        let _ = tx.send((rel.as_os_str().as_bytes().to_vec(), md));
+                    match md {
+                        Ok(_) if kind.is_dir() => {
+                            let _ = tx.send(Met::Dir(rel));
+                        }
+                        // Regular files and symlinks only: a FIFO or a device would block or
+                        // never end when read.
+                        Ok(md) if snapshotted(&md) => {
+                            let _ = tx.send(Met::File(rel, md));
+                        }
+                        _ => {}
                     }
                     ignore::WalkState::Continue
                 })
             });
         drop(tx);
-        rx.into_iter().collect()
+        let mut walked = Walked::default();
+        for met in rx {
+            match met {
+                Met::File(rel, md) => walked.files.push((rel, md)),
+                Met::Dir(rel) => walked.dirs.push(rel),
+                Met::Skipped(rel, content) => walked.lost.push((rel, content)),
+            }
+        }
+        walked
     }
 
     /// Takes a snapshot of the whole work tree; returns its tree id.
     pub fn track(&self) -> Result<String> {
         let _lock = Lock::acquire(&self.git_dir)?;
-        let mut files = self.walk();
+        let Walked {
+            mut files,
+            dirs,
+            mut lost,
+        } = self.walk();
         self.with_index(true, |index, index_written, last_tree| {
             let odb = self.repo.odb()?;
             let mut sink = ObjectSink::new(&odb);
             let present = files.iter().map(|(p, md)| (p.as_slice(), md));
-            let mut staged = self.stage(&mut sink, index, present, index_written)?;
-            // Entries the walk did not meet: gone, or tracked although ignored (git keeps
-            // those, so does a snapshot). Skipped when every entry was met.
-            if staged.matched + self.gitlinks.len() < index.len() {
+            let mut staged =
+                self.stage(&mut sink, index, present, index_written, self.max_untracked)?;
+            // Entries the walk did not meet: gone, or in a skipped folder although tracked
+            // (git keeps those, so does a snapshot). Skipped when every entry was met.
+            let metas = meta_entries(index).len();
+            if staged.matched + self.gitlinks.len() + metas < index.len() {
                 let seen: BTreeSet<&[u8]> = files.iter().map(|(p, _)| p.as_slice()).collect();
                 let unseen: Vec<Vec<u8>> = index
                     .iter()
-                    .filter(|e| e.mode != 0o160000 && !seen.contains(e.path.as_slice()))
+                    .filter(|e| e.mode != 0o160000 && !meta::is_meta(&e.path))
+                    .filter(|e| !seen.contains(e.path.as_slice()))
                     .map(|e| e.path)
                     .collect();
                 files.clear();
                 for path in unseen {
                     let rel = Path::new(std::ffi::OsStr::from_bytes(&path));
-                    match std::fs::symlink_metadata(self.worktree.join(rel)) {
+                    match self.lstat(rel) {
                         Ok(md) if snapshotted(&md) => files.push((path, md)),
                         _ => {
                             index.remove_path(rel)?;
@@ -466,8 +577,25 @@ impl Snapshots {
                     }
                 }
                 let kept = files.iter().map(|(p, md)| (p.as_slice(), md));
-                staged.merge(self.stage(&mut sink, index, kept, index_written)?);
+                staged.merge(self.stage(
+                    &mut sink,
+                    index,
+                    kept,
+                    index_written,
+                    self.max_untracked,
+                )?);
             }
+            // What a tree cannot hold: empty folders, and what is not snapshotted.
+            lost.append(&mut staged.over_cap);
+            let mut wanted: BTreeMap<Vec<u8>, Vec<u8>> = lost
+                .into_iter()
+                .map(|(rel, content)| (meta::lost_entry(&rel), content))
+                .collect();
+            for dir in dirs.iter().filter(|d| !holds_files(index, d)) {
+                wanted.insert(meta::dir_entry(dir), Vec::new());
+            }
+            let old: BTreeSet<Vec<u8>> = meta_entries(index).into_iter().collect();
+            set_meta(&mut sink, index, &mut staged, old, wanted)?;
             let tree = self.snapshot_tree(index, last_tree, &staged.changed, &mut sink)?;
             Ok((tree.to_string(), staged.updated > 0))
         })
@@ -478,11 +606,15 @@ impl Snapshots {
     /// the next full snapshot, not now: this path is meant to cost next to nothing.
     pub fn track_paths(&self, paths: &[PathBuf]) -> Result<String> {
         let _lock = Lock::acquire(&self.git_dir)?;
+        let paths: Vec<&PathBuf> = paths
+            .iter()
+            .filter(|p| !meta::is_agent_own(p.as_os_str().as_bytes()))
+            .collect();
         self.with_index(false, |index, _, last_tree| {
             let mut present = Vec::new();
             let mut staged = Staged::default();
-            for rel in paths {
-                match std::fs::symlink_metadata(self.worktree.join(rel)) {
+            for rel in &paths {
+                match self.lstat(rel) {
                     Ok(md) if snapshotted(&md) => {
                         present.push((rel.as_os_str().as_bytes().to_vec(), md))
                     }
@@ -497,7 +629,33 @@ impl Snapshots {
             let odb = self.repo.odb()?;
             let mut sink = ObjectSink::new(&odb);
             let files = present.iter().map(|(p, md)| (p.as_slice(), md));
-            staged.merge(self.stage(&mut sink, index, files, None)?);
+            staged.merge(self.stage(&mut sink, index, files, None, self.max_untracked)?);
+            // The meta entries these paths and the folders above them concern.
+            let mut old = BTreeSet::new();
+            let mut wanted = BTreeMap::new();
+            for rel in &paths {
+                let rel = rel.as_os_str().as_bytes();
+                old.insert(meta::lost_entry(rel));
+                for dir in std::iter::once(rel).chain(meta::ancestors(rel)) {
+                    let entry = meta::dir_entry(dir);
+                    old.insert(entry.clone());
+                    let full = self
+                        .worktree
+                        .join(Path::new(std::ffi::OsStr::from_bytes(dir)));
+                    if full.is_dir() && !full.is_symlink() && !holds_files(index, dir) {
+                        wanted.insert(entry, Vec::new());
+                    }
+                }
+            }
+            old.retain(|e| {
+                index
+                    .get_path(Path::new(std::ffi::OsStr::from_bytes(e)), 0)
+                    .is_some()
+            });
+            for (rel, content) in std::mem::take(&mut staged.over_cap) {
+                wanted.insert(meta::lost_entry(&rel), content);
+            }
+            set_meta(&mut sink, index, &mut staged, old, wanted)?;
             let tree = self.snapshot_tree(index, last_tree, &staged.changed, &mut sink)?;
             Ok((tree.to_string(), staged.updated > 0))
         })
@@ -540,7 +698,12 @@ impl Snapshots {
                         None => {}
                     }
                 }
-                update.create_updated(&self.repo, &base)?
+                // A folder that became a file (or the reverse) is beyond a tree edit: then
+                // every tree is built from the index.
+                match update.create_updated(&self.repo, &base) {
+                    Ok(id) => id,
+                    Err(_) => index.write_tree_to(&self.repo)?,
+                }
             }
             // Many new objects: the trees join the blobs in the pack.
             _ if sink.is_packing() => {
@@ -559,13 +722,15 @@ impl Snapshots {
         Ok(tree)
     }
 
-    /// Stages `files` (relative path, metadata) into the index, their new blobs into `sink`.
+    /// Stages `files` (relative path, metadata) into the index, their new blobs into `sink`;
+    /// a file without an entry over `cap` bytes is left out (and listed as such).
     fn stage<'a>(
         &self,
         sink: &mut ObjectSink<'_, '_>,
         index: &mut git2::Index,
         files: impl Iterator<Item = (&'a [u8], &'a std::fs::Metadata)>,
         index_written: Option<std::time::SystemTime>,
+        cap: u64,
     ) -> Result<Staged> {
         let mut out = Staged::default();
         for (rel, md) in files {
@@ -594,7 +759,8 @@ impl Snapshots {
             {
                 continue;
             }
-            if existing.is_none() && md.is_file() && md.len() > self.max_untracked {
+            if existing.is_none() && md.is_file() && md.len() > cap {
+                out.over_cap.push((rel.to_vec(), meta::lost_content(md)));
                 continue;
             }
             let data = if md.file_type().is_symlink() {
@@ -621,15 +787,16 @@ impl Snapshots {
         Ok(self.repo.find_tree(oid)?)
     }
 
-    /// Files that differ between two snapshots (`to` = the work tree now).
+    /// Files that differ between two snapshots (`to` = the work tree now). A rename is its
+    /// two sides, a deletion and an addition: a revert must see both. Meta entries are
+    /// listed too (see [`meta`]).
     pub fn changed(&self, from: &str, to: Option<&str>) -> Result<Vec<FileChange>> {
         let to = match to {
             Some(t) => t.to_string(),
             None => self.track()?,
         };
         let (a, b) = (self.tree(from)?, self.tree(&to)?);
-        let mut diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
-        diff.find_similar(None)?;
+        let diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
         let mut out = Vec::new();
         for (i, delta) in diff.deltas().enumerate() {
             let path = delta
@@ -662,7 +829,8 @@ impl Snapshots {
         Ok(out)
     }
 
-    /// Unified diff text between two snapshots (`to` = the work tree now).
+    /// Unified diff text between two snapshots (`to` = the work tree now), meta entries left
+    /// out.
     pub fn diff(&self, from: &str, to: Option<&str>) -> Result<String> {
         let to = match to {
             Some(t) => t.to_string(),
@@ -671,7 +839,11 @@ impl Snapshots {
         let (a, b) = (self.tree(from)?, self.tree(&to)?);
         let diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
         let mut out = String::new();
-        diff.print(git2::DiffFormat::Patch, |_, _, line| {
+        diff.print(git2::DiffFormat::Patch, |delta, _, line| {
+            let path = delta.new_file().path().or_else(|| delta.old_file().path());
+            if path.is_some_and(|p| meta::is_meta(p.as_os_str().as_bytes())) {
+                return true;
+            }
             if matches!(line.origin(), '+' | '-' | ' ') {
                 out.push(line.origin());
             }
@@ -681,157 +853,63 @@ impl Snapshots {
         Ok(out)
     }
 
-    /// What `path` should become to match `tree`: its content and mode, or deletion.
-    fn target(&self, tree: &git2::Tree<'_>, path: &Path) -> Result<FileTarget> {
-        let content = match tree.get_path(path) {
-            Ok(entry) => Some((
-                self.repo.find_blob(entry.id())?.content().to_vec(),
-                entry.filemode() as u32,
-            )),
-            Err(_) => None,
-        };
-        Ok(FileTarget {
-            path: path.to_string_lossy().into_owned(),
-            content,
-        })
-    }
-
-    /// Writes one planned file to disk (creating folders; deleting the file, and folders left
-    /// empty, when the target has no content). Symlinks are made as symlinks.
-    pub fn put(&self, t: &FileTarget) -> Result<()> {
-        let Some(rel) = safe_relative(&t.path) else {
-            return Err(SnapshotError::Other(format!(
-                "refusing to write outside the work tree: {}",
-                t.path
-            )));
-        };
-        let target = self.worktree.join(&rel);
-        match &t.content {
-            Some((bytes, mode)) => {
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                let _ = std::fs::remove_file(&target);
-                if *mode == 0o120000 {
-                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(bytes), &target)?;
-                } else {
-                    std::fs::write(&target, bytes)?;
-                    let bits = if *mode == 0o100755 { 0o755 } else { 0o644 };
-                    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(bits))?;
-                }
-            }
-            None => {
-                match std::fs::remove_file(&target) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
-                }
-                // Folders the agent created and left empty go too.
-                let mut dir = target.parent();
-                while let Some(d) = dir {
-                    if d == self.worktree || std::fs::remove_dir(d).is_err() {
-                        break;
-                    }
-                    dir = d.parent();
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// What reverting `patches` means: each file back to its content in the earliest
-    /// snapshot that lists it, or deleted if it did not exist then. Files no patch lists are
-    /// not in the plan, so they are never touched.
-    pub fn revert_plan(&self, patches: &[Patch]) -> Result<Vec<FileTarget>> {
-        let mut earliest: BTreeMap<&str, &str> = BTreeMap::new();
-        for p in patches {
-            for f in &p.files {
-                earliest.entry(f.as_str()).or_insert(p.from.as_str());
-            }
-        }
-        let mut trees: BTreeMap<&str, git2::Tree<'_>> = BTreeMap::new();
-        let mut plan = Vec::new();
-        for (file, from) in earliest {
-            let Some(rel) = safe_relative(file) else {
-                continue;
-            };
-            if !trees.contains_key(from) {
-                trees.insert(from, self.tree(from)?);
-            }
-            plan.push(self.target(&trees[from], &rel)?);
-        }
-        Ok(plan)
-    }
-
-    /// What bringing the work tree to snapshot `id` means: only the files that differ.
+    /// What bringing the work tree to snapshot `id` means: only the paths that differ.
     pub fn restore_plan(&self, id: &str) -> Result<Vec<FileTarget>> {
         let now = self.track()?;
-        let (a, b) = (self.tree(&now)?, self.tree(id)?);
-        let diff = self.repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
-        let paths: Vec<PathBuf> = diff
-            .deltas()
-            .filter_map(|d| {
-                d.new_file()
-                    .path()
-                    .or_else(|| d.old_file().path())
-                    .map(Path::to_path_buf)
-            })
+        let listed: Vec<String> = self
+            .changed(&now, Some(id))?
+            .into_iter()
+            .map(|c| c.path)
             .collect();
-        paths.iter().map(|p| self.target(&b, p)).collect()
+        let paths = real_paths(listed.iter().map(String::as_str));
+        self.restore_plan_of(id, &paths)
     }
 
-    /// A snapshot of `paths` alone: a tree holding just those files as they are now (the
-    /// editor's buffers included). What a revert saves and compares; no index is read or
-    /// written, so the cost does not grow with the work tree.
+    /// A snapshot of `paths` and the folders above them alone, as they are now (the editor's
+    /// buffers included): what a revert saves for redo. No index is read or written, so the
+    /// cost does not grow with the work tree.
     pub fn capture(&self, paths: &[PathBuf]) -> Result<String> {
-        let present: Vec<(Vec<u8>, std::fs::Metadata)> = paths
-            .iter()
-            .filter_map(|rel| {
-                let md = std::fs::symlink_metadata(self.worktree.join(rel)).ok()?;
-                snapshotted(&md).then(|| (rel.as_os_str().as_bytes().to_vec(), md))
-            })
-            .collect();
+        let mut present = Vec::new();
+        let mut dirs = Vec::new();
+        for rel in restore::closure(paths) {
+            let Ok(md) = self.lstat(&rel) else {
+                continue;
+            };
+            let rel = rel.as_os_str().as_bytes().to_vec();
+            if snapshotted(&md) {
+                present.push((rel, md));
+            } else if md.is_dir() {
+                dirs.push(rel);
+            }
+        }
         let mut index = git2::Index::new()?;
         let odb = self.repo.odb()?;
         let mut sink = ObjectSink::new(&odb);
         let files = present.iter().map(|(p, md)| (p.as_slice(), md));
-        self.stage(&mut sink, &mut index, files, None)?;
+        let mut staged = self.stage(&mut sink, &mut index, files, None, u64::MAX)?;
+        let wanted = dirs
+            .iter()
+            .filter(|d| !holds_files(&index, d))
+            .map(|d| (meta::dir_entry(d), Vec::new()))
+            .collect();
+        set_meta(&mut sink, &mut index, &mut staged, BTreeSet::new(), wanted)?;
         sink.flush()?;
         Ok(index.write_tree_to(&self.repo)?.to_string())
     }
 
-    /// [`Snapshots::restore_plan`] for `paths` alone (the files a revert touched): only they
-    /// are read and compared, so the cost does not grow with the tree.
-    pub fn restore_plan_of(&self, id: &str, paths: &[PathBuf]) -> Result<Vec<FileTarget>> {
-        let now = self.capture(paths)?;
-        let (a, b) = (self.tree(&now)?, self.tree(id)?);
-        let entry =
-            |t: &git2::Tree<'_>, p: &Path| t.get_path(p).ok().map(|e| (e.id(), e.filemode()));
-        paths
-            .iter()
-            .filter(|p| entry(&a, p) != entry(&b, p))
-            .map(|p| self.target(&b, p))
-            .collect()
-    }
-
-    fn apply(&self, plan: &[FileTarget]) -> Result<Vec<String>> {
-        let _lock = Lock::acquire(&self.git_dir)?;
-        for t in plan {
-            self.put(t)?;
-        }
-        Ok(plan.iter().map(|t| t.path.clone()).collect())
-    }
-
-    /// Reverts the files of `patches` on disk (see [`Snapshots::revert_plan`]).
-    pub fn revert(&self, patches: &[Patch]) -> Result<Vec<String>> {
+    /// Reverts the paths of `patches` on disk (see [`Snapshots::revert_plan`]); returns the
+    /// plan carried out and what was left.
+    pub fn revert(&self, patches: &[Patch]) -> Result<(RevertPlan, Vec<Unrestored>)> {
         let plan = self.revert_plan(patches)?;
-        self.apply(&plan)
+        let left = self.apply(&plan.targets)?;
+        Ok((plan, left))
     }
 
-    /// Brings the work tree to snapshot `id`, touching only the files that differ.
+    /// Brings the work tree to snapshot `id`, touching only the paths that differ.
     pub fn restore(&self, id: &str) -> Result<Vec<String>> {
         let plan = self.restore_plan(id)?;
-        self.apply(&plan)
+        self.apply(&plan)?;
+        Ok(plan.iter().map(FileTarget::display).collect())
     }
 
     /// The content of `path` in snapshot `id`, if it exists there.
@@ -945,5 +1023,7 @@ impl Snapshots {
     }
 }
 
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@ use std::process::Command;
 
 use super::*;
 
-fn git(dir: &Path, args: &[&str]) {
+pub(super) fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
         .args([
             "-c",
@@ -128,13 +128,26 @@ fn revert_and_restore_touch_only_the_agents_files() {
         // Staging a revert saves the state first, for redo.
         let saved = s.track().unwrap();
 
-        let reverted = s
+        let (plan, left) = s
             .revert(&[Patch {
+                to: None,
                 from: before.clone(),
                 files,
             }])
             .unwrap();
-        assert_eq!(reverted.len(), 3);
+        assert!(left.is_empty(), "{left:?}");
+        let reverted: Vec<String> = plan.targets.iter().map(FileTarget::display).collect();
+        assert_eq!(
+            reverted,
+            [
+                "README.md",
+                "created",
+                "created/by",
+                "created/by/agent.txt",
+                "src/lib.rs"
+            ],
+            "the files and the folders the step created"
+        );
         assert_eq!(
             std::fs::read_to_string(ws.root.join("src/lib.rs")).unwrap(),
             "pub fn a() {}\n"
@@ -182,12 +195,14 @@ fn the_users_git_folder_is_never_written() {
     write(&ws.root, "n.txt", "y\n");
     let b = s.track().unwrap();
     s.revert(&[Patch {
+        to: None,
         from: a.clone(),
         files: vec!["src/lib.rs".into(), "n.txt".into()],
     }])
     .unwrap();
     s.restore(&b).unwrap();
     s.revert(&[Patch {
+        to: None,
         from: a,
         files: vec!["src/lib.rs".into(), "n.txt".into()],
     }])
@@ -222,15 +237,34 @@ fn ignored_large_unicode_symlink_and_nested_repository_files() {
     let id = s.track().unwrap();
     assert!(
         s.file_at(&id, "target/build.o").unwrap().is_none(),
-        ".gitignore honoured"
+        "skipped folders are not entered"
     );
     assert!(
-        s.file_at(&id, "secret.local").unwrap().is_none(),
-        "info/exclude honoured"
+        s.file_at(
+            &id,
+            &String::from_utf8(meta::lost_entry(b"target")).unwrap()
+        )
+        .unwrap()
+        .is_some(),
+        "but named"
+    );
+    assert_eq!(
+        s.file_at(&id, "secret.local").unwrap().unwrap(),
+        b"excluded\n",
+        "ignored and excluded files are snapshotted: a revert must bring back `.env`"
     );
     assert!(
         s.file_at(&id, "big.bin").unwrap().is_none(),
         "untracked files over 2 MiB skipped"
+    );
+    assert!(
+        s.file_at(
+            &id,
+            &String::from_utf8(meta::lost_entry(b"big.bin")).unwrap()
+        )
+        .unwrap()
+        .is_some(),
+        "and named"
     );
     assert_eq!(
         s.file_at(&id, "dossier/résumé 日本 🦀.txt")
@@ -255,6 +289,7 @@ fn ignored_large_unicode_symlink_and_nested_repository_files() {
     // A symlink is restored as a symlink.
     std::fs::remove_file(ws.root.join("link")).unwrap();
     s.revert(&[Patch {
+        to: None,
         from: id,
         files: vec!["link".into()],
     }])
