@@ -19,6 +19,9 @@ use crate::paths::WORKSPACE_DIR as AGENT_DIR;
 /// Where the meta entries live in a snapshot tree.
 pub const PREFIX: &str = ".agent-lsp/.snapshot/";
 const DIR: &str = ".agent-lsp/.snapshot/dir/";
+/// The user's staging area (see `user_index.rs`): a pseudo-path whose state is the tree
+/// of `.git/index`.
+pub const GIT_INDEX: &str = ".agent-lsp/.snapshot/git-index";
 const LOST: &str = ".agent-lsp/.snapshot/lost/";
 
 /// What a listed snapshot path stands for.
@@ -30,12 +33,15 @@ pub enum Meaning {
     Dir(Vec<u8>),
     /// A path the snapshots do not hold (a skipped folder, a file over the cap).
     Lost(Vec<u8>),
+    /// The user's staging area.
+    GitIndex,
 }
 
 impl Meaning {
     pub fn path(&self) -> &[u8] {
         match self {
             Self::File(p) | Self::Dir(p) | Self::Lost(p) => p,
+            Self::GitIndex => GIT_INDEX.as_bytes(),
         }
     }
 }
@@ -97,6 +103,8 @@ pub fn is_agent_own(rel: &[u8]) -> bool {
 pub fn meaning(snapshot_path: &[u8]) -> Meaning {
     if let Some(rest) = snapshot_path.strip_prefix(DIR.as_bytes()) {
         Meaning::Dir(unescape(rest))
+    } else if snapshot_path == GIT_INDEX.as_bytes() {
+        Meaning::GitIndex
     } else if let Some(rest) = snapshot_path.strip_prefix(LOST.as_bytes()) {
         Meaning::Lost(unescape(rest))
     } else {

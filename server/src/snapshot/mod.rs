@@ -11,6 +11,7 @@ mod lock;
 pub mod meta;
 mod pack;
 mod restore;
+mod user_index;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::OsStrExt;
@@ -66,6 +67,8 @@ pub struct Snapshots {
     git_dir: PathBuf,
     worktree: PathBuf,
     max_untracked: u64,
+    /// The user's index file, when the workspace is in a git repository.
+    user_index: Option<PathBuf>,
     /// Folder names never entered (dependencies, build output, caches): named, not held.
     skip: std::sync::Arc<BTreeSet<std::ffi::OsString>>,
     /// Directories never entered: submodules (gitlinks in the index).
@@ -114,7 +117,7 @@ pub(crate) fn entry_mode(md: &std::fs::Metadata) -> u32 {
 
 /// An index entry for `rel`; with the file's metadata as its stat cache, or without (an
 /// unsaved buffer), which makes the next snapshot look at the file again.
-fn index_entry(
+pub(crate) fn index_entry(
     rel: &[u8],
     mode: u32,
     id: Oid,
@@ -153,11 +156,11 @@ const TREE_EDIT_MAX: usize = 1000;
 
 /// What staging did to the index.
 #[derive(Default)]
-struct Staged {
+pub(crate) struct Staged {
     /// Paths whose content or mode changed (or that were removed).
-    changed: Vec<Vec<u8>>,
+    pub(crate) changed: Vec<Vec<u8>>,
     /// Entries written, changed or not (a refreshed stat cache must be saved too).
-    updated: usize,
+    pub(crate) updated: usize,
     /// Files that already had an entry.
     matched: usize,
     /// Untracked files over the cap, left out (with their meta content).
@@ -165,7 +168,7 @@ struct Staged {
 }
 
 impl Staged {
-    fn add(&mut self, existing: Option<&IndexEntry>, rel: &[u8], id: Oid, mode: u32) {
+    pub(crate) fn add(&mut self, existing: Option<&IndexEntry>, rel: &[u8], id: Oid, mode: u32) {
         if existing.is_none_or(|e| e.id != id || e.mode != mode) {
             self.changed.push(rel.to_vec());
         }
@@ -355,12 +358,17 @@ impl Snapshots {
             }
         }
         drop(lock);
+        let user_index = user_repo
+            .as_ref()
+            .filter(|r| !r.is_bare())
+            .map(|r| r.path().join("index"));
         let repo = Repository::open_bare(&git_dir)?;
         let mut snapshots = Self {
             repo,
             git_dir,
             worktree,
             max_untracked: MAX_UNTRACKED_BYTES,
+            user_index,
             skip: std::sync::Arc::new(meta::DEFAULT_SKIP.iter().map(Into::into).collect()),
             gitlinks: BTreeSet::new(),
             overlay: BTreeMap::new(),
@@ -594,8 +602,12 @@ impl Snapshots {
             for dir in dirs.iter().filter(|d| !holds_files(index, d)) {
                 wanted.insert(meta::dir_entry(dir), Vec::new());
             }
-            let old: BTreeSet<Vec<u8>> = meta_entries(index).into_iter().collect();
+            let old: BTreeSet<Vec<u8>> = meta_entries(index)
+                .into_iter()
+                .filter(|e| e != meta::GIT_INDEX.as_bytes())
+                .collect();
             set_meta(&mut sink, index, &mut staged, old, wanted)?;
+            self.stage_user_index(&mut sink, index, &mut staged)?;
             let tree = self.snapshot_tree(index, last_tree, &staged.changed, &mut sink)?;
             Ok((tree.to_string(), staged.updated > 0))
         })
@@ -887,11 +899,16 @@ impl Snapshots {
         let mut sink = ObjectSink::new(&odb);
         let files = present.iter().map(|(p, md)| (p.as_slice(), md));
         let mut staged = self.stage(&mut sink, &mut index, files, None, u64::MAX)?;
-        let wanted = dirs
+        let mut wanted: BTreeMap<Vec<u8>, Vec<u8>> = dirs
             .iter()
             .filter(|d| !holds_files(&index, d))
             .map(|d| (meta::dir_entry(d), Vec::new()))
             .collect();
+        if paths.iter().any(|p| p == Path::new(meta::GIT_INDEX))
+            && let Some(tree) = self.user_index_now()
+        {
+            wanted.insert(meta::GIT_INDEX.into(), tree);
+        }
         set_meta(&mut sink, &mut index, &mut staged, BTreeSet::new(), wanted)?;
         sink.flush()?;
         Ok(index.write_tree_to(&self.repo)?.to_string())

@@ -20,9 +20,26 @@ enum Node {
     Link(PathBuf),
 }
 
-/// The work tree without `.git` and the agent's own folder.
+/// The work tree without `.git` and the agent's own folder, and in a git repository what
+/// `git status` says (the staging area included).
 fn tree(root: &Path) -> BTreeMap<PathBuf, Node> {
     let mut out = BTreeMap::new();
+    if root.join(".git").exists() {
+        let status = std::process::Command::new("git")
+            .args([
+                "status",
+                "--porcelain",
+                "--ignored",
+                "--untracked-files=all",
+            ])
+            .current_dir(root)
+            .output()
+            .unwrap();
+        out.insert(
+            PathBuf::from("(git status)"),
+            Node::File(status.stdout, false),
+        );
+    }
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
@@ -68,6 +85,10 @@ enum Op {
     Chmod(usize, usize),
     Symlink(usize, usize, usize),
     FileToDir(usize, usize, u8),
+    /// `git add -A` of a path (in a git repository).
+    Stage(usize, usize),
+    /// `git mv` (in a git repository, of a tracked file).
+    GitMv(usize, usize, usize, usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -81,7 +102,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (ix.clone(), ix.clone()).prop_map(|(i, j)| Op::RemoveTree(i, j)),
         1 => (ix.clone(), ix.clone()).prop_map(|(i, j)| Op::Chmod(i, j)),
         1 => (ix.clone(), ix.clone(), ix.clone()).prop_map(|(i, j, k)| Op::Symlink(i, j, k)),
-        1 => (ix.clone(), ix, any::<u8>()).prop_map(|(i, j, c)| Op::FileToDir(i, j, c)),
+        1 => (ix.clone(), ix.clone(), any::<u8>()).prop_map(|(i, j, c)| Op::FileToDir(i, j, c)),
+        1 => (ix.clone(), ix.clone()).prop_map(|(i, j)| Op::Stage(i, j)),
+        1 => (ix.clone(), ix.clone(), ix.clone(), ix).prop_map(|(a, b, c, d)| Op::GitMv(a, b, c, d)),
     ]
 }
 
@@ -173,7 +196,30 @@ fn apply_op(root: &Path, op: &Op) -> Option<Vec<PathBuf>> {
             }
             None
         }
+        Op::Stage(i, j) => {
+            let p = path(i, j);
+            if root.join(".git").exists() {
+                git_quiet(root, &["add", "-A", "--", p.to_str().unwrap()]);
+            }
+            None
+        }
+        Op::GitMv(a, b, c, d) => {
+            let (from, to) = (path(a, b), path(c, d));
+            if root.join(".git").exists() && parent_ok(&to) && md(&to).is_none() {
+                std::fs::create_dir_all(root.join(&to).parent().unwrap()).unwrap();
+                git_quiet(root, &["mv", from.to_str().unwrap(), to.to_str().unwrap()]);
+            }
+            None
+        }
     }
+}
+
+/// Runs git where failing is fine (an untracked source, a path that is not there).
+fn git_quiet(root: &Path, args: &[&str]) {
+    let _ = std::process::Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .output();
 }
 
 /// A revert staged as the agent stages one: the state saved for redo, and the paths changed.

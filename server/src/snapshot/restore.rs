@@ -65,6 +65,10 @@ pub(super) fn closure(paths: &[PathBuf]) -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
     for p in paths {
         let rel = p.as_os_str().as_bytes();
+        if rel == meta::GIT_INDEX.as_bytes() {
+            out.insert(p.clone());
+            continue;
+        }
         if safe_relative(&p.to_string_lossy()).is_none() || meta::is_agent_own(rel) {
             continue;
         }
@@ -91,6 +95,7 @@ pub fn real_paths<'a>(listed: impl IntoIterator<Item = &'a str>) -> Vec<PathBuf>
         .into_iter()
         .filter_map(|f| match meta::meaning(f.as_bytes()) {
             Meaning::File(p) | Meaning::Dir(p) => Some(path_of(&p).to_path_buf()),
+            Meaning::GitIndex => Some(PathBuf::from(meta::GIT_INDEX)),
             Meaning::Lost(_) => None,
         })
         .collect()
@@ -119,6 +124,12 @@ impl Snapshots {
 
     /// What `rel` is on disk now (an unsaved editor buffer counts as the file's bytes).
     pub(super) fn state_now(&self, rel: &Path) -> Result<State> {
+        if rel == Path::new(meta::GIT_INDEX) {
+            return Ok(match self.user_index_now() {
+                Some(tree) => State::File(tree, 0o100644),
+                None => State::Absent,
+            });
+        }
         let full = self.worktree.join(rel);
         let Ok(md) = self.lstat(rel) else {
             return Ok(State::Absent);
@@ -160,6 +171,7 @@ impl Snapshots {
                         continue;
                     }
                     Meaning::File(p) | Meaning::Dir(p) => path_of(p).to_path_buf(),
+                    Meaning::GitIndex => PathBuf::from(meta::GIT_INDEX),
                 };
                 for p in closure(std::slice::from_ref(&rel)) {
                     listed.entry(p).or_insert((i, i)).1 = i;
@@ -210,7 +222,10 @@ impl Snapshots {
             .filter(|(_, s)| **s != State::Absent)
             .map(|(p, _)| p.clone())
             .collect();
-        for p in present {
+        for p in present
+            .iter()
+            .filter(|p| !meta::is_meta(p.as_os_str().as_bytes()))
+        {
             for a in meta::ancestors(p.as_os_str().as_bytes()) {
                 wanted.insert(path_of(a).to_path_buf(), State::Dir);
             }
@@ -269,7 +284,11 @@ impl Snapshots {
             let full = self.checked(&t.path)?;
             // Never through a symlinked folder: the removals above replaced every one the
             // plan knows of, so one here was put there since.
-            let result = if self.creatable(&t.path) {
+            let result = if let (true, State::File(tree, _)) =
+                (t.path == Path::new(meta::GIT_INDEX), &t.state)
+            {
+                self.reset_user_index(tree)
+            } else if self.creatable(&t.path) {
                 put(&full, &t.state)
             } else {
                 Err(std::io::Error::other(
