@@ -43,6 +43,7 @@ import type {
   QuestionParams,
   QuestionResult,
   Result,
+  RevertResult,
   UpdateParams,
 } from "./protocol";
 
@@ -311,6 +312,7 @@ export class Agent {
     try {
       const r = await this.request("agent/revert", { sessionId: sid, messageId });
       vscode.window.setStatusBarMessage(`agent-lsp: reverted ${r.files?.length ?? 0} file(s)`, 4000);
+      warnNotRestored(r);
     } catch (e: any) {
       vscode.window.showErrorMessage(`agent-lsp: ${e?.message ?? e}`);
     }
@@ -322,6 +324,7 @@ export class Agent {
     try {
       const r = await this.request("agent/undo", { sessionId: sid });
       this.view.setDraft(r.text ?? "");
+      warnNotRestored(r);
     } catch (e: any) {
       vscode.window.showErrorMessage(`agent-lsp: ${e?.message ?? e}`);
     }
@@ -410,6 +413,14 @@ export class Agent {
 }
 
 let agent: Agent | undefined;
+
+/** Names what a revert left as it was (changed since the turn, not in the snapshots). */
+function warnNotRestored(r: RevertResult) {
+  const left = r.notRestored ?? [];
+  if (left.length === 0) return;
+  const lines = left.map((u) => `${u.path}: ${u.reason}`);
+  vscode.window.showWarningMessage(`agent-lsp: left as they are: ${lines.join("; ")}`);
+}
 
 function checkedSettings(): CheckedSettings {
   const config = vscode.workspace.getConfiguration("agent-lsp");

@@ -458,6 +458,15 @@ diff: string
  * For `agent/undo`: the undone prompt's text.
  */
 text?: (string | null)
+/**
+ * Paths the revert left as they were, each with why (changed since the turn, not in
+ * the snapshots, a folder that is not empty).
+ */
+notRestored?: NotRestored[]
+}
+export interface NotRestored {
+path: string
+reason: string
 }
 export interface RedoResult {
 files: string[]

@@ -63,11 +63,9 @@ try {
   await chat.getByRole("button", { name: "Redo" }).waitFor();
   // Neither the edit nor the revert wrote the disk: the buffer is the editor's to save.
   // (Checked here, before the reload: what VS Code does with a dirty buffer then is its own.)
-  // KNOWN FAILURE, reported not failed: code-server saves the file after the agent's
-  // applied edit (the old server does the same here); see the hardening issue's note.
   const disk = readFileSync(join(WORKSPACE, "src/lib.rs"), "utf8");
   if (!disk.includes("41") || disk.includes("42")) {
-    console.log(`# known issue: the disk holds the agent's text after the revert: ${JSON.stringify(disk)}`);
+    throw new Error(`the disk holds the agent's text after the revert: ${JSON.stringify(disk)}`);
   }
   step("Revert in the chat view takes the turn back");
 

@@ -58,6 +58,10 @@ export async function start(settings = {}) {
       // VS Code saves files an applied edit touched unless told not to; the tests check
       // that agent edits stay unsaved in the buffer.
       "files.refactoring.autoSave": false,
+      // Desktop VS Code's default. Browser builds (code-server among them) default to
+      // "afterDelay", which saves the agent's edit — and later the revert — a second after
+      // it lands in the buffer, as it saves the user's typing.
+      "files.autoSave": "off",
       ...settings,
     }),
   );

@@ -329,6 +329,20 @@ function M.cancel()
   end
 end
 
+--- Warns about the paths a revert left as they were (changed since the turn, not in the
+--- snapshots), so nothing is passed over in silence.
+local function warn_not_restored(result)
+  local left = result.notRestored or {}
+  if #left == 0 then
+    return
+  end
+  local lines = { "left as they are:" }
+  for _, u in ipairs(left) do
+    table.insert(lines, ("  %s: %s"):format(u.path, u.reason))
+  end
+  notify(table.concat(lines, "\n"), vim.log.levels.WARN)
+end
+
 --- Reverts the last turn as a whole; its prompt comes back in the input box.
 function M.undo()
   if not need_session() then
@@ -337,6 +351,7 @@ function M.undo()
   call("agent/undo", { sessionId = M.state.session }, function(result)
     M.state.last_undo = result
     notify(("undid the last turn (%d file(s))"):format(#(result.files or {})))
+    warn_not_restored(result)
     vim.ui.input({ prompt = "Ask the agent: ", default = result.text or "" }, function(input)
       if input and input ~= "" then
         M.prompt(input, nil)
@@ -358,6 +373,7 @@ function M.revert(message_id)
   if need_session() then
     call("agent/revert", { sessionId = M.state.session, messageId = message_id }, function(result)
       notify(("reverted %d file(s); :AgentRedo brings them back"):format(#(result.files or {})))
+      warn_not_restored(result)
     end)
   end
 end
