@@ -91,9 +91,21 @@ pub struct Question {
 /// knows (and its buffers follow).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileOperation {
-    Create { path: PathBuf },
-    Delete { path: PathBuf },
-    Rename { from: PathBuf, to: PathBuf },
+    /// A new file; with its text when it is text, so that an editor can take the creation
+    /// and the content as one change (one undo step there). `Applied` means the editor has
+    /// the file with its text; `NotOpen`, that the caller writes it (after the editor was
+    /// told of the creation, if it listens).
+    Create {
+        path: PathBuf,
+        text: Option<String>,
+    },
+    Delete {
+        path: PathBuf,
+    },
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+    },
 }
 
 /// What happened when an edit was offered to the editor's buffer.

@@ -24,6 +24,14 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
             {"content": "Run the tests", "status": "pending", "priority": "medium"}]}}),
         );
     turns[1]["reply"]["reasoning"] = json!("The edit went through; say so.");
+    // A new file, which the client creates through fs/write_text_file.
+    turns.insert(
+        2,
+        json!({"expect": {"last_message_contains": "make a notes file"},
+        "reply": {"tool_calls": [{"name": "write", "arguments": {
+            "filePath": "notes/new.txt", "content": "made by the agent\n"}}]}}),
+    );
+    turns.insert(3, json!({"reply": {"text": "Made it."}}));
     turns.push(
         json!({"expect": {"last_message_contains": "run the slow tests"},
         "reply": {"tool_calls": [{"name": "bash", "arguments": {
@@ -45,7 +53,10 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
         json!({"expect": {"last_message_contains": "something the filter stops"},
         "reply": {"text": "I can", "finish_reason": "content_filter"}}),
     );
-    let llm = FakeLlm::start(&json!({ "turns": turns }), "openai");
+    // Background distillation once enough is undistilled answers aside, not from the turns.
+    let side = json!([{"expect": {"system_contains": "observer of a coding session"},
+                       "reply": {"text": "- [10:00] [high] made the answer 42"}}]);
+    let llm = FakeLlm::start(&json!({ "turns": turns, "side": side }), "openai");
     let env = TestEnv::new();
     let file = env.answer_workspace(&llm);
     std::fs::create_dir_all(env.workspace().join(".git")).unwrap();
@@ -89,14 +100,19 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
     let turns: Vec<_> = requests.iter().map(|q| q.turn).collect();
     assert_eq!(
         requests.len(),
-        8,
-        "eight scripted model requests: {turns:?}"
+        10,
+        "ten scripted model requests: {turns:?}"
     );
     let first = requests[0].body.to_string();
     assert!(
         first.contains("The user attached lib.rs"),
         "the resource link went along as context: {first}"
     );
-    // The edit reached the disk through the client's fs/write_text_file.
+    // The edit reached the disk through the client's fs/write_text_file, and so did the
+    // new file.
     assert!(std::fs::read_to_string(&file).unwrap().contains("42"));
+    assert_eq!(
+        std::fs::read_to_string(env.workspace().join("notes/new.txt")).unwrap(),
+        "made by the agent\n"
+    );
 }

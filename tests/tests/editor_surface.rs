@@ -736,10 +736,22 @@ async fn deletes_and_renames_go_through_the_editor_when_it_supports_resource_ope
             .any(|o| o["kind"] == "create" && o["uri"].as_str().unwrap().ends_with("/added.txt")),
         "{ops:?}"
     );
+    // The new file and its text are one edit (one undo step in the editor): the creation,
+    // then the text inserted into it; the server leaves the writing to the editor.
+    let created = client
+        .received("workspace/applyEdit")
+        .into_iter()
+        .map(|e| e["params"]["edit"]["documentChanges"].clone())
+        .find(|c| c[0]["kind"] == "create" && c[0]["uri"].as_str().unwrap().ends_with("/added.txt"))
+        .unwrap();
     assert_eq!(
-        std::fs::read_to_string(env.workspace().join("added.txt")).unwrap(),
-        "fresh\n",
-        "its content on disk"
+        created[1]["textDocument"]["uri"], created[0]["uri"],
+        "{created}"
+    );
+    assert_eq!(created[1]["edits"][0]["newText"], "fresh\n", "{created}");
+    assert!(
+        !env.workspace().join("added.txt").exists(),
+        "the server did not write it (this client takes the edit without carrying it out)"
     );
     assert_eq!(client.shutdown_and_exit().await, 0);
 }

@@ -69,6 +69,28 @@ fn the_plugin_prompts_approves_undoes_and_streams_in_headless_neovim() {
     assert!(std::fs::read_to_string(&file).unwrap().contains("41"));
 }
 
+#[test]
+fn a_file_the_agent_creates_is_an_undoable_buffer_in_headless_neovim() {
+    let script = json!({"turns": [
+        {"reply": {"tool_calls": [{"name": "write", "arguments": {
+            "filePath": "notes/new.txt", "content": "made by the agent\n"}}]}},
+        {"reply": {"text": "Made it."}}
+    ]});
+    let llm = FakeLlm::start(&script, "openai");
+    let env = TestEnv::new();
+    let file = env.answer_workspace(&llm);
+    env.write_user_config(&format!(
+        "{}mode = \"auto\"\n",
+        ModelServer::fake(&llm, "openai").config()
+    ));
+    headless(&env, &file, "tests/create.lua");
+    let request = llm.requests().last().unwrap().body.to_string();
+    assert!(
+        request.contains("Created notes/new.txt") && request.contains("not saved yet"),
+        "the model is told the file is in the editor's buffer: {request}"
+    );
+}
+
 /// Runs the plugin's Lua test `script` in headless Neovim on `file`, with the server from
 /// this build; fails with what Neovim printed and the LSP log unless it passes.
 fn headless(env: &TestEnv, file: &std::path::Path, script: &str) {

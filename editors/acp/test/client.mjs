@@ -4,8 +4,8 @@
 // and checks what reached the model. Exit code 0 is a pass; steps print.
 
 import { spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 import Ajv2020 from "ajv/dist/2020.js";
@@ -102,6 +102,7 @@ function clientApp(state) {
     })
     .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => {
       state.writes.push(params);
+      mkdirSync(dirname(params.path), { recursive: true });
       writeFileSync(params.path, params.content);
       return {};
     });
@@ -186,6 +187,21 @@ let sessionId;
     );
     await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "build" });
     step("session/set_mode: a known mode is set, an unknown one is a clear error");
+
+    // A file the agent creates goes through the client's fs too, like any write.
+    await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "auto" });
+    const made = await ctx.request(acp.methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "make a notes file" }],
+    });
+    if (made.stopReason !== "end_turn") fail(`stop reason: ${made.stopReason}`);
+    const newFile = join(WORKSPACE, "notes/new.txt");
+    const createdWrite = state.writes.find((w) => w.path === newFile);
+    if (createdWrite?.content !== "made by the agent\n") {
+      fail(`the new file went through fs/write_text_file: ${JSON.stringify(state.writes)}`);
+    }
+    await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "build" });
+    step("a new file is created through fs/write_text_file too");
 
     // A cancel while the permission ask waits: the client answers the ask `cancelled`, as
     // ACP says it must, and the prompt answers `cancelled`.

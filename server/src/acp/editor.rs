@@ -17,7 +17,9 @@ use agent_client_protocol::v1::schema::{
 use futures::future::BoxFuture;
 
 use super::convert;
-use crate::editor::{BufferEdit, EditorPort, PermissionReply, PermissionRequest, Question, Update};
+use crate::editor::{
+    BufferEdit, EditorPort, FileOperation, PermissionReply, PermissionRequest, Question, Update,
+};
 
 tokio::task_local! {
     /// The session whose turn runs on this task (edits through the client name it).
@@ -201,6 +203,18 @@ impl EditorPort for AcpEditor {
                 )),
             }
         })
+    }
+
+    /// A new text file goes through `fs/write_text_file` like any write, so the client
+    /// creates it (in its buffers); ACP has no delete or rename for the agent to send.
+    fn file_operation<'a>(&'a self, op: &'a FileOperation) -> BoxFuture<'a, BufferEdit> {
+        match op {
+            FileOperation::Create {
+                path,
+                text: Some(text),
+            } => self.apply_to_buffer(path, text),
+            _ => Box::pin(async { BufferEdit::NotOpen }),
+        }
     }
 
     fn ask_permission<'a>(&'a self, req: &'a PermissionRequest) -> BoxFuture<'a, PermissionReply> {

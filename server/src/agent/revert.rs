@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{Agent, AgentError, Result};
 use crate::config::Config;
-use crate::editor::{BufferEdit, Update};
+use crate::editor::{BufferEdit, FileOperation, Update};
 use crate::snapshot::{FileTarget, Patch, Snapshots, State, Unrestored, real_paths};
 use crate::status::{PartKind, SessionStatus};
 use crate::store::{Event, SessionSummary, SessionView, Store};
@@ -211,9 +211,22 @@ impl Agent {
                 State::File(bytes, mode) if *mode != 0o120000 => std::str::from_utf8(bytes).ok(),
                 _ => None,
             };
+            let open = self.editor.buffer_text(&path).is_some();
             if let Some(text) = text
-                && self.editor.buffer_text(&path).is_some()
+                && open
                 && self.editor.apply_to_buffer(&path, text).await == BufferEdit::Applied
+            {
+                continue;
+            }
+            // A file the editor has open goes away through it, buffer and all (else the
+            // buffer would keep the text and a save would bring the file back).
+            if t.state == State::Absent
+                && open
+                && self
+                    .editor
+                    .file_operation(&FileOperation::Delete { path })
+                    .await
+                    == BufferEdit::Applied
             {
                 continue;
             }

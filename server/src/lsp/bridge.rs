@@ -95,7 +95,72 @@ pub fn text_edits(doc: &Document, new_text: &str, enc: PositionEncoding) -> Vec<
     edits
 }
 
+/// The document changes of a file operation: the resource operation, and for a new text
+/// file its text inserted in the same edit (one undo step in the editor). `None` when a
+/// path is not a file URI.
+fn resource_operations(op: &FileOperation) -> Option<Vec<DocumentChangeOperation>> {
+    let mut out = Vec::new();
+    let change = match op {
+        FileOperation::Create { path, text } => {
+            let uri = file_uri(path)?;
+            // Created only when absent; no `ignoreIfExists`, with which Neovim makes just a
+            // buffer and no file (and a snapshot would not see it).
+            let options = CreateFileOptions {
+                overwrite: Some(false),
+                ignore_if_exists: None,
+            };
+            if let Some(text) = text.as_ref().filter(|t| !t.is_empty()) {
+                let insert = TextEdit {
+                    range: Range::default(),
+                    new_text: text.clone(),
+                };
+                out.push(DocumentChangeOperation::Edit(TextDocumentEdit {
+                    text_document: OptionalVersionedTextDocumentIdentifier {
+                        uri: uri.clone(),
+                        version: None,
+                    },
+                    edits: vec![OneOf::Left(insert)],
+                }));
+            }
+            ResourceOp::Create(CreateFile {
+                uri,
+                options: Some(options),
+                annotation_id: None,
+            })
+        }
+        FileOperation::Delete { path } => ResourceOp::Delete(DeleteFile {
+            uri: file_uri(path)?,
+            options: None,
+            annotation_id: None,
+        }),
+        FileOperation::Rename { from, to } => ResourceOp::Rename(RenameFile {
+            old_uri: file_uri(from)?,
+            new_uri: file_uri(to)?,
+            options: None,
+            annotation_id: None,
+        }),
+    };
+    out.insert(0, DocumentChangeOperation::Op(change));
+    Some(out)
+}
+
 impl LspEditor {
+    /// Waits (half a second at most) until the editor reports `path` open with `text`.
+    async fn await_buffer(&self, path: &Path, text: &str) {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+        while tokio::time::Instant::now() < deadline {
+            if self
+                .buffers
+                .open_document(path)
+                .is_some_and(|(_, d)| d.text == text)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tracing::debug!("the editor did not report {} open", path.display());
+    }
+
     pub fn new(client: Client, buffers: Arc<dyn Buffers>, transcripts: PathBuf) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         let editor = Arc::new(Self {
@@ -308,51 +373,28 @@ impl EditorPort for LspEditor {
             if !self.buffers.caps().resource_operations {
                 return BufferEdit::NotOpen;
             }
-            let change = match op {
-                FileOperation::Create { path } => {
-                    let Some(uri) = file_uri(path) else {
-                        return BufferEdit::NotOpen;
-                    };
-                    let options = CreateFileOptions {
-                        overwrite: Some(false),
-                        ignore_if_exists: Some(true),
-                    };
-                    ResourceOp::Create(CreateFile {
-                        uri,
-                        options: Some(options),
-                        annotation_id: None,
-                    })
-                }
-                FileOperation::Delete { path } => {
-                    let Some(uri) = file_uri(path) else {
-                        return BufferEdit::NotOpen;
-                    };
-                    ResourceOp::Delete(DeleteFile {
-                        uri,
-                        options: None,
-                        annotation_id: None,
-                    })
-                }
-                FileOperation::Rename { from, to } => {
-                    let (Some(old_uri), Some(new_uri)) = (file_uri(from), file_uri(to)) else {
-                        return BufferEdit::NotOpen;
-                    };
-                    ResourceOp::Rename(RenameFile {
-                        old_uri,
-                        new_uri,
-                        options: None,
-                        annotation_id: None,
-                    })
-                }
+            let Some(operations) = resource_operations(op) else {
+                return BufferEdit::NotOpen;
             };
             let edit = WorkspaceEdit {
-                document_changes: Some(DocumentChanges::Operations(vec![
-                    DocumentChangeOperation::Op(change),
-                ])),
+                document_changes: Some(DocumentChanges::Operations(operations)),
                 ..Default::default()
             };
             match self.client.apply_edit(edit).await {
-                Ok(r) if r.applied => BufferEdit::Applied,
+                Ok(r) if r.applied => match op {
+                    FileOperation::Create {
+                        path,
+                        text: Some(text),
+                    } => {
+                        // The editor reports the new buffer with didOpen: wait for it, so that
+                        // the step's snapshot sees the text, not the empty file on disk.
+                        self.await_buffer(path, text).await;
+                        BufferEdit::Applied
+                    }
+                    // Announced only: the caller writes the bytes.
+                    FileOperation::Create { text: None, .. } => BufferEdit::NotOpen,
+                    _ => BufferEdit::Applied,
+                },
                 Ok(r) => BufferEdit::Rejected(
                     r.failure_reason
                         .unwrap_or_else(|| "the editor declined".into()),

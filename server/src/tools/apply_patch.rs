@@ -419,7 +419,7 @@ async fn write_change(ctx: &ToolContext, c: &Change) -> Result<(), ToolError> {
 /// new file, to disk.
 async fn write_file(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), ToolError> {
     match std::str::from_utf8(bytes) {
-        _ if !files::exists(r) => files::create(ctx, r, bytes).await,
+        _ if !files::exists(r) => files::create(ctx, r, bytes).await.map(|_| ()),
         Ok(text) => files::write_text(ctx, r, text).await.map(|_| ()),
         Err(_) => {
             files::write_bytes(ctx, r, bytes)?;

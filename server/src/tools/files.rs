@@ -207,21 +207,31 @@ pub fn remove_file(ctx: &ToolContext, r: &Resolved) -> Result<(), ToolError> {
     result.map_err(|e| ToolError::new(format!("cannot delete {}: {e}", ctx.display(r))))
 }
 
-/// Creates a new file with `bytes`: announced to the editor as a resource operation when it
-/// supports them (it creates the empty file), then written to disk.
-pub async fn create(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), ToolError> {
+/// Creates a new file with `bytes`: through the editor when it takes new files (the
+/// creation and the text are one change in its undo; the text then sits in its buffer,
+/// unsaved), else announced to it as a resource operation and written to disk. Returns
+/// whether the text went into a buffer.
+pub async fn create(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<bool, ToolError> {
     let op = FileOperation::Create {
         path: r.path.clone(),
+        text: std::str::from_utf8(bytes).ok().map(String::from),
     };
-    if let BufferEdit::Rejected(why) = ctx.editor.file_operation(&op).await {
-        return Err(ToolError::new(format!(
-            "the editor did not create {}: {why}",
-            ctx.display(r)
-        )));
-    }
-    write_bytes(ctx, r, bytes)?;
+    let in_buffer = match ctx.editor.file_operation(&op).await {
+        BufferEdit::Rejected(why) => {
+            return Err(ToolError::new(format!(
+                "the editor did not create {}: {why}",
+                ctx.display(r)
+            )));
+        }
+        BufferEdit::Applied => true,
+        // Not taken, or only announced (binary content): the bytes go to disk.
+        BufferEdit::NotOpen => {
+            write_bytes(ctx, r, bytes)?;
+            false
+        }
+    };
     ctx.files.remember(&r.path);
-    Ok(())
+    Ok(in_buffer)
 }
 
 /// Deletes a file: through the editor when it supports resource operations (its buffer

@@ -55,8 +55,7 @@ impl TypedTool for Write {
         Ok(Prepared::new(needs, move |ctx| {
             Box::pin(async move {
                 let in_buffer = if created {
-                    files::create(ctx, &r, encoded.as_bytes()).await?;
-                    false
+                    files::create(ctx, &r, encoded.as_bytes()).await?
                 } else {
                     files::write_text(ctx, &r, &encoded).await?
                 };
