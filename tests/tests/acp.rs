@@ -98,11 +98,7 @@ fn the_official_acp_sdk_drives_a_session_through_the_binary() {
         .filter(|q| q.turn.is_some())
         .collect();
     let turns: Vec<_> = requests.iter().map(|q| q.turn).collect();
-    assert_eq!(
-        requests.len(),
-        10,
-        "ten scripted model requests: {turns:?}"
-    );
+    assert_eq!(requests.len(), 10, "ten scripted model requests: {turns:?}");
     let first = requests[0].body.to_string();
     assert!(
         first.contains("The user attached lib.rs"),

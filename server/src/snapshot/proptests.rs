@@ -81,7 +81,7 @@ enum Op {
     Delete(usize, usize),
     Rename(usize, usize, usize, usize),
     Mkdir(usize, usize),
-    RemoveTree(usize, usize),
+    RemoveTree(usize),
     Chmod(usize, usize),
     Symlink(usize, usize, usize),
     FileToDir(usize, usize, u8),
@@ -99,7 +99,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (ix.clone(), ix.clone(), ix.clone(), ix.clone())
             .prop_map(|(a, b, c, d)| Op::Rename(a, b, c, d)),
         1 => (ix.clone(), ix.clone()).prop_map(|(i, j)| Op::Mkdir(i, j)),
-        1 => (ix.clone(), ix.clone()).prop_map(|(i, j)| Op::RemoveTree(i, j)),
+        1 => ix.clone().prop_map(Op::RemoveTree),
         1 => (ix.clone(), ix.clone()).prop_map(|(i, j)| Op::Chmod(i, j)),
         1 => (ix.clone(), ix.clone(), ix.clone()).prop_map(|(i, j, k)| Op::Symlink(i, j, k)),
         1 => (ix.clone(), ix.clone(), any::<u8>()).prop_map(|(i, j, c)| Op::FileToDir(i, j, c)),
@@ -151,7 +151,7 @@ fn apply_op(root: &Path, op: &Op) -> Option<Vec<PathBuf>> {
             }
             None
         }
-        Op::RemoveTree(i, _) => {
+        Op::RemoveTree(i) => {
             let p = PathBuf::from(NAMES[i % NAMES.len()]);
             if md(&p).is_some_and(|m| m.is_dir()) {
                 std::fs::remove_dir_all(root.join(&p)).unwrap();
