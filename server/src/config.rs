@@ -165,6 +165,10 @@ pub struct ConfigLayer {
     /// (2 MiB); a revert names them as not restorable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot_max_file_bytes: Option<u64>,
+    /// More environment variables that commands the agent runs never inherit (beside the
+    /// provider and cloud credential variables, see `secrets.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scrub_env: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permission: Option<BTreeMap<String, PermissionRule>>,
     /// Hosts webfetch may reach even though they resolve to private or loopback addresses.
@@ -391,6 +395,7 @@ impl ConfigLayer {
             snapshot,
             snapshot_skip,
             snapshot_max_file_bytes,
+            scrub_env,
             webfetch_allow_hosts,
             context_window,
             max_output_tokens,
@@ -456,6 +461,7 @@ pub struct Config {
     pub snapshot: bool,
     pub snapshot_skip: Vec<String>,
     pub snapshot_max_file_bytes: u64,
+    pub scrub_env: Vec<String>,
     pub permission: BTreeMap<String, PermissionRule>,
     pub webfetch_allow_hosts: Vec<String>,
     /// Tool name → offered; a tool absent here is offered.
@@ -519,6 +525,7 @@ impl Config {
             snapshot_max_file_bytes: layer
                 .snapshot_max_file_bytes
                 .unwrap_or(crate::snapshot::MAX_UNTRACKED_BYTES),
+            scrub_env: layer.scrub_env.unwrap_or_default(),
             permission: layer.permission.unwrap_or_default(),
             webfetch_allow_hosts: layer.webfetch_allow_hosts.unwrap_or_default(),
             tools: layer.tools.unwrap_or_default(),

@@ -42,6 +42,10 @@ pub struct PermissionRequest {
     /// For edits: each file's text before and after, so an editor can open its diff view.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<ProposedChange>,
+    /// Shell commands that cannot be known before they run: allowed only by a rule that
+    /// names them (see `permission::shell`).
+    #[serde(skip)]
+    pub opaque: Vec<crate::permission::shell::Opaque>,
 }
 
 /// One file an edit would change.

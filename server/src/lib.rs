@@ -21,6 +21,7 @@ pub mod paths;
 pub mod permission;
 pub mod provider;
 pub mod repo_status;
+pub mod secrets;
 pub mod snapshot;
 pub mod state;
 pub mod status;

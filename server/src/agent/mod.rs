@@ -402,6 +402,10 @@ impl Agent {
 
     /// Ends the turn with an error the user sees.
     fn fail(&self, sid: &str, message: String) -> TurnOutcome {
+        // A provider that echoes the key in its error body must not get it stored.
+        let message = crate::secrets::Secrets::from_config(&self.config)
+            .redact(&message)
+            .into_owned();
         self.editor.publish(Update::Error {
             session_id: sid.into(),
             message: message.clone(),

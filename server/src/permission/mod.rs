@@ -8,6 +8,7 @@
 //! allows; an unknown mode denies everything.
 
 pub mod boundary;
+pub mod shell;
 pub mod wildcard;
 
 use std::collections::BTreeMap;
@@ -98,9 +99,19 @@ pub fn merge_rules(config: &BTreeMap<String, PermissionRule>) -> BTreeMap<String
 
 /// The action the rules give one pattern of one key, before grants and mode.
 pub fn rule_action(rules: &BTreeMap<String, PermissionRule>, key: &str, pattern: &str) -> Action {
+    winning_rule(rules, key, pattern).1
+}
+
+/// The rule that decides one pattern of one key: its pattern (`None` for a key's single
+/// action, which is a catch-all, or when no rule matches) and its action.
+fn winning_rule<'r>(
+    rules: &'r BTreeMap<String, PermissionRule>,
+    key: &str,
+    pattern: &str,
+) -> (Option<&'r str>, Action) {
     match rules.get(key) {
-        None => Action::Ask,
-        Some(PermissionRule::Action(a)) => *a,
+        None => (None, Action::Ask),
+        Some(PermissionRule::Action(a)) => (None, *a),
         Some(PermissionRule::Patterns(map)) => map
             .iter()
             .filter(|(p, _)| wildcard::matches(p, pattern))
@@ -113,8 +124,8 @@ pub fn rule_action(rules: &BTreeMap<String, PermissionRule>, key: &str, pattern:
                 };
                 key(pa).cmp(&key(pb)).then(aa.cmp(ab)) // Deny > Ask > Allow on ties
             })
-            .map(|(_, a)| *a)
-            .unwrap_or(Action::Ask),
+            .map(|(p, a)| (Some(p.as_str()), *a))
+            .unwrap_or((None, Action::Ask)),
     }
 }
 
@@ -138,18 +149,33 @@ impl Policy {
 
     /// The decision for one pattern of one key.
     pub fn decide(&self, key: &str, pattern: &str) -> Action {
+        self.decide_named(key, pattern, &|_| true)
+    }
+
+    /// The decision for an opaque shell command (see [`shell::Opaque`]): a rule or a saved
+    /// answer allows it only when `names` accepts that rule's pattern; one that matched it
+    /// by a wildcard alone asks instead. A deny denies as always.
+    pub fn decide_opaque(&self, key: &str, opaque: &shell::Opaque) -> Action {
+        self.decide_named(key, &opaque.pattern, &|p| opaque.named_by(p))
+    }
+
+    fn decide_named(&self, key: &str, pattern: &str, names: &dyn Fn(&str) -> bool) -> Action {
         if self.mode == Mode::Unknown {
             return Action::Deny;
         }
         if self.mode == Mode::Plan && WRITING_KEYS.contains(&key) {
             return Action::Deny;
         }
-        let mut action = rule_action(&self.rules, key, pattern);
+        let mut action = match winning_rule(&self.rules, key, pattern) {
+            // A key's single action is a catch-all.
+            (rule, Action::Allow) if !names(rule.unwrap_or("*")) => Action::Ask,
+            (_, action) => action,
+        };
         if action == Action::Ask
             && self
                 .grants
                 .iter()
-                .any(|(k, p)| k == key && wildcard::matches(p, pattern))
+                .any(|(k, p)| k == key && wildcard::matches(p, pattern) && names(p))
         {
             action = Action::Allow;
         }

@@ -269,7 +269,14 @@ pub async fn send(
     let status = resp.status().as_u16();
     if status >= 400 {
         let after = retry_after(resp.headers());
-        let body = resp.text().await.unwrap_or_default();
+        let mut body = resp.text().await.unwrap_or_default();
+        // Some servers echo the key they refused: it must not reach the event log.
+        if let Some(key) = key_env
+            .and_then(|v| std::env::var(v).ok())
+            .filter(|k| k.trim().len() >= 8)
+        {
+            body = body.replace(key.trim(), "[redacted]");
+        }
         return Err(classify(status, &body, after, key_env));
     }
     Ok(resp)

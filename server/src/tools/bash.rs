@@ -71,63 +71,6 @@ const TWO_WORD_PROGRAMS: &[&str] = &[
     "systemctl",
 ];
 
-/// Splits a command line at unquoted `&&`, `||`, `;`, `|`, `&` and newlines.
-fn split_unquoted(command: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let (mut single, mut double, mut escaped) = (false, false, false);
-    let mut chars = command.chars().peekable();
-    while let Some(c) = chars.next() {
-        if escaped {
-            current.push(c);
-            escaped = false;
-            continue;
-        }
-        match c {
-            '\\' if !single => {
-                escaped = true;
-                current.push(c);
-            }
-            '\'' if !double => {
-                single = !single;
-                current.push(c);
-            }
-            '"' if !single => {
-                double = !double;
-                current.push(c);
-            }
-            ';' | '|' | '&' | '\n' if !single && !double => {
-                // `&&`, `||`, and redirections like `2>&1` stay whole.
-                if c == '&' && current.ends_with('>') {
-                    current.push(c);
-                    continue;
-                }
-                if matches!(c, '|' | '&') && chars.peek() == Some(&c) {
-                    chars.next();
-                }
-                parts.push(std::mem::take(&mut current));
-            }
-            _ => current.push(c),
-        }
-    }
-    parts.push(current);
-    parts
-}
-
-/// The command's segments (split at `&&`, `||`, `;`, `|`, `&` and newlines), each normalised
-/// to its words joined by single spaces: what permission patterns are matched against.
-pub fn segments(command: &str) -> Vec<String> {
-    split_unquoted(command)
-        .iter()
-        .map(|part| {
-            shlex::split(part)
-                .unwrap_or_else(|| part.split_whitespace().map(String::from).collect())
-                .join(" ")
-        })
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
 /// The "always" pattern for a segment: its command family, e.g. `git status *`.
 pub fn family(segment: &str) -> String {
     let words: Vec<&str> = segment.split_whitespace().collect();
@@ -229,29 +172,63 @@ impl TypedTool for Bash {
                 ctx.display(&workdir)
             )));
         }
-        let segs = segments(&args.command);
-        let mut always: Vec<String> = segs.iter().map(|s| family(s)).collect();
+        // One parse of the line: every command anywhere in it, what cannot be known before it
+        // runs, and the files its redirections write.
+        let analysis = crate::permission::shell::analyse(&args.command);
+        let mut patterns = analysis.commands.clone();
+        patterns.extend(analysis.opaque.iter().map(|o| o.pattern.clone()));
+        patterns.dedup();
+        // "Always" saves a command's family, and an opaque command only as itself.
+        let mut always: Vec<String> = analysis.commands.iter().map(|s| family(s)).collect();
+        always.extend(analysis.opaque.iter().map(|o| o.pattern.clone()));
         always.dedup();
+        let why = analysis.opaque.first().map(|o| o.why);
+        let title = args
+            .description
+            .clone()
+            .unwrap_or_else(|| args.command.clone());
         needs.push(Need {
             request: PermissionRequest {
                 permission: "bash".into(),
                 tool: Self::NAME.into(),
-                title: args
-                    .description
-                    .clone()
-                    .unwrap_or_else(|| args.command.clone()),
-                patterns: if segs.is_empty() {
+                title: match why {
+                    Some(why) => format!("{title} (not checkable before it runs: {why})"),
+                    None => title,
+                },
+                patterns: if patterns.is_empty() {
                     vec![args.command.clone()]
                 } else {
-                    segs
+                    patterns
                 },
                 always,
                 command: Some(args.command.clone()),
                 workdir: Some(workdir.path.clone()),
                 external_paths: external_paths(&args.command, &ctx.boundary, &workdir.path),
+                opaque: analysis.opaque,
                 ..Default::default()
             },
         });
+        // A redirection or `tee` writes a file: an edit, checked as one.
+        for target in &analysis.writes {
+            let r = ctx.resolve(
+                &workdir.path.join(target).to_string_lossy(),
+                false,
+                &mut needs,
+                Self::NAME,
+            )?;
+            let shown = ctx.display(&r);
+            needs.push(Need {
+                request: PermissionRequest {
+                    permission: "edit".into(),
+                    tool: Self::NAME.into(),
+                    title: format!("bash writes {shown}"),
+                    patterns: vec![shown.clone()],
+                    always: vec![shown],
+                    command: Some(args.command.clone()),
+                    ..Default::default()
+                },
+            });
+        }
         let timeout = Duration::from_millis(
             args.timeout
                 .unwrap_or(DEFAULT_TIMEOUT_MS)
@@ -278,6 +255,8 @@ async fn run(
         .stdout(writer.try_clone()?)
         .stderr(writer)
         .process_group(0);
+    // No provider or cloud credentials in what the model can print.
+    ctx.secrets.scrub(&mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| ToolError::new(format!("cannot start bash: {e}")))?;
@@ -355,15 +334,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn segments_and_families() {
+    fn commands_and_families() {
+        let commands = |line| crate::permission::shell::analyse(line).commands;
         assert_eq!(
-            segments("git status && rm -rf build; ls | wc -l"),
+            commands("git status && rm -rf build; ls | wc -l"),
             ["git status", "rm -rf build", "ls", "wc -l"]
         );
-        assert_eq!(
-            segments("echo \"a;b\" && make 2>&1 | tee log &\ncargo test"),
-            ["echo a;b", "make 2>&1", "tee log", "cargo test"]
-        );
+        let a =
+            crate::permission::shell::analyse("echo \"a;b\" && make 2>&1 | tee log &\ncargo test");
+        assert_eq!(a.commands, ["echo a;b", "make", "tee log", "cargo test"]);
+        assert_eq!(a.writes, ["log"]);
         assert_eq!(family("git status --short"), "git status *");
         assert_eq!(family("git --no-pager log"), "git *");
         assert_eq!(family("ls -la"), "ls *");

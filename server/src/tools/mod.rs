@@ -183,6 +183,8 @@ pub struct ToolContext {
     pub journal: Option<JournalSource>,
     /// Held while a permission is asked: calls running at once ask one after the other.
     pub asking: Arc<tokio::sync::Mutex<()>>,
+    /// What commands must not inherit and results must not show.
+    pub secrets: Arc<crate::secrets::Secrets>,
 }
 
 /// Where the journal tools write and search, and what each entry says about where it came
@@ -228,6 +230,7 @@ impl ToolContext {
             state_file: config.state_file.clone(),
             journal: None,
             asking: Arc::default(),
+            secrets: Arc::new(crate::secrets::Secrets::from_config(config)),
         }
     }
 
@@ -549,7 +552,12 @@ impl Registry {
         for need in &prepared.needs {
             let req = &need.request;
             let patterns = req.patterns.iter().map(String::as_str);
-            match ctx.policy.decide_all(&req.permission, patterns) {
+            let opaque = req
+                .opaque
+                .iter()
+                .map(|o| ctx.policy.decide_opaque(&req.permission, o));
+            let all = ctx.policy.decide_all(&req.permission, patterns);
+            match opaque.fold(all, Action::max) {
                 Action::Allow => {}
                 Action::Deny => {
                     return CallResult::error(format!(
@@ -609,6 +617,7 @@ impl Registry {
                 {
                     cut = format!("{cut}\n\n{note}");
                 }
+                let cut = ctx.secrets.redact(&cut).into_owned();
                 CallResult {
                     status: CallStatus::Completed,
                     title: out.title,
@@ -622,7 +631,7 @@ impl Registry {
             }
             Err(e) => {
                 let mut r = CallResult::error(truncate::truncate(
-                    &e.0,
+                    &ctx.secrets.redact(&e.0),
                     true,
                     ctx.output_bytes,
                     &ctx.output_dir,

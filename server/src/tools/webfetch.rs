@@ -6,7 +6,7 @@
 //! was checked (no second lookup to rebind). Redirects are followed by hand, each checked the
 //! same way, at most five.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -46,41 +46,105 @@ pub struct Args {
 
 pub struct WebFetch;
 
-fn v4_refused(ip: Ipv4Addr) -> bool {
-    let o = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_multicast()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || o[0] == 0
-        || (o[0] == 100 && (64..128).contains(&o[1])) // CGNAT 100.64.0.0/10
-        || o[0] >= 240 // reserved
+/// IPv4 ranges that are not globally reachable: the IANA IPv4 Special-Purpose Address
+/// Registry's entries that are not (loopback, private, shared, link-local, documentation,
+/// benchmarking, protocol assignments, reserved, broadcast), the deprecated 6to4 relay
+/// anycast, and multicast. (address, prefix length)
+const V4_REFUSED: &[([u8; 4], u8)] = &[
+    ([0, 0, 0, 0], 8),       // "this network"
+    ([10, 0, 0, 0], 8),      // private
+    ([100, 64, 0, 0], 10),   // shared address space (CGNAT)
+    ([127, 0, 0, 0], 8),     // loopback
+    ([169, 254, 0, 0], 16),  // link-local (cloud metadata)
+    ([172, 16, 0, 0], 12),   // private
+    ([192, 0, 0, 0], 24),    // IETF protocol assignments (but see V4_GLOBAL)
+    ([192, 0, 2, 0], 24),    // TEST-NET-1
+    ([192, 88, 99, 0], 24),  // 6to4 relay anycast (deprecated)
+    ([192, 168, 0, 0], 16),  // private
+    ([198, 18, 0, 0], 15),   // benchmarking
+    ([198, 51, 100, 0], 24), // TEST-NET-2
+    ([203, 0, 113, 0], 24),  // TEST-NET-3
+    ([224, 0, 0, 0], 4),     // multicast
+    ([240, 0, 0, 0], 4),     // reserved, and the limited broadcast address
+];
+
+/// Addresses inside a refused range that the registry marks globally reachable.
+const V4_GLOBAL: &[[u8; 4]] = &[[192, 0, 0, 9], [192, 0, 0, 10]]; // PCP and TURN anycast
+
+/// IPv6 ranges that are not globally reachable (the IANA IPv6 Special-Purpose Address
+/// Registry), as (address segments, prefix length). Ranges that carry an IPv4 address are
+/// checked by that address instead (see [`embedded_v4`]).
+const V6_REFUSED: &[([u16; 8], u8)] = &[
+    ([0, 0, 0, 0, 0, 0, 0, 0], 128),         // unspecified
+    ([0, 0, 0, 0, 0, 0, 0, 1], 128),         // loopback
+    ([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48),  // local-use NAT64
+    ([0x100, 0, 0, 0, 0, 0, 0, 0], 64),      // discard-only
+    ([0x100, 0, 0, 1, 0, 0, 0, 0], 64),      // dummy prefix
+    ([0x2001, 0, 0, 0, 0, 0, 0, 0], 23),     // IETF protocol assignments, Teredo included
+    ([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32), // documentation
+    ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20),     // documentation
+    ([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16),     // segment routing SIDs
+    ([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7),      // unique local
+    ([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10),     // link-local
+    ([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10),     // site-local (deprecated)
+    ([0xff00, 0, 0, 0, 0, 0, 0, 0], 8),      // multicast
+];
+
+/// Addresses inside 2001::/23 that the registry marks globally reachable.
+const V6_GLOBAL: &[([u16; 8], u8)] = &[
+    ([0x2001, 1, 0, 0, 0, 0, 0, 1], 128),    // PCP anycast
+    ([0x2001, 1, 0, 0, 0, 0, 0, 2], 128),    // TURN anycast
+    ([0x2001, 1, 0, 0, 0, 0, 0, 3], 128),    // DNS-SD service registration anycast
+    ([0x2001, 3, 0, 0, 0, 0, 0, 0], 32),     // AMT
+    ([0x2001, 4, 0x112, 0, 0, 0, 0, 0], 48), // AS112-v6
+    ([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28),  // ORCHIDv2
+    ([0x2001, 0x30, 0, 0, 0, 0, 0, 0], 28),  // drone remote ID
+];
+
+fn in_v4(ip: Ipv4Addr, (net, len): ([u8; 4], u8)) -> bool {
+    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(Ipv4Addr::from(net)) & mask
 }
 
-/// Whether an address is one webfetch must not reach (unless its host is allowed).
+fn in_v6(ip: Ipv6Addr, (net, len): ([u16; 8], u8)) -> bool {
+    let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+    u128::from(ip) & mask == u128::from(Ipv6Addr::from(net)) & mask
+}
+
+fn v4_refused(ip: Ipv4Addr) -> bool {
+    V4_REFUSED.iter().any(|r| in_v4(ip, *r)) && !V4_GLOBAL.contains(&ip.octets())
+}
+
+/// The IPv4 address an IPv6 address stands for: IPv4-mapped (`::ffff:a.b.c.d`),
+/// IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) and 6to4 (`2002:AABB:CCDD::`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let o = ip.octets();
+    let tail = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        Some(v4)
+    } else if (s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1))
+        || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+    {
+        Some(tail)
+    } else if s[0] == 0x2002 {
+        Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
+    } else {
+        None
+    }
+}
+
+/// Whether an address is one webfetch must not reach (unless its host is allowed): any
+/// address that is not globally reachable, or that carries one.
 pub fn refused(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4_refused(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return v4_refused(v4);
+        IpAddr::V6(v6) => match embedded_v4(v6) {
+            Some(v4) => v4_refused(v4),
+            None => {
+                V6_REFUSED.iter().any(|r| in_v6(v6, *r)) && !V6_GLOBAL.iter().any(|r| in_v6(v6, *r))
             }
-            let s = v6.segments();
-            // NAT64 (64:ff9b::/96) carries an IPv4 address in its last 32 bits.
-            if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-                let o = v6.octets();
-                return v4_refused(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
-            }
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
-                || (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
-                || (s[0] & 0xffc0) == 0xfec0 // site-local fec0::/10
-                || (s[0..6] == [0, 0, 0, 0, 0, 0]) // IPv4-compatible ::a.b.c.d
-        }
+        },
     }
 }
 
@@ -325,6 +389,63 @@ mod tests {
         }
         for a in ["93.184.216.34", "1.1.1.1", "2606:4700::1111", "100.128.0.1"] {
             assert!(!refused(a.parse().unwrap()), "{a} is public");
+        }
+    }
+
+    /// Every range of the tables, by an address inside it and one just outside; the
+    /// registry's globally reachable exceptions; what the attack run reached.
+    #[test]
+    fn every_special_purpose_range_is_refused() {
+        for &(net, len) in V4_REFUSED {
+            let first = u32::from(Ipv4Addr::from(net));
+            let inside = Ipv4Addr::from(first + 1);
+            assert!(v4_refused(inside), "{inside} in {net:?}/{len}");
+            let last = first | u32::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+            assert!(v4_refused(Ipv4Addr::from(last)), "the end of {net:?}/{len}");
+        }
+        for &(net, len) in V6_REFUSED {
+            let inside = Ipv6Addr::from(u128::from(Ipv6Addr::from(net)) | u128::from(len < 128));
+            assert!(refused(IpAddr::V6(inside)), "{inside} in {net:?}/{len}");
+        }
+        for global in V4_GLOBAL {
+            assert!(!v4_refused(Ipv4Addr::from(*global)), "{global:?} is global");
+        }
+        for &(net, _) in V6_GLOBAL {
+            let ip = Ipv6Addr::from(net);
+            assert!(!refused(IpAddr::V6(ip)), "{ip} is global");
+        }
+        for reached in [
+            "192.0.2.1",
+            "198.18.0.1",
+            "198.19.255.254",
+            "192.0.0.1",
+            "192.0.0.170",
+            "2002:7f00:1::1",
+        ] {
+            assert!(refused(reached.parse().unwrap()), "{reached}");
+        }
+        // IPv4 inside IPv6: 6to4, NAT64, mapped and compatible carry a private one.
+        for carried in [
+            "2002:a00:1::",
+            "2002:c0a8:101::1",
+            "64:ff9b::7f00:1",
+            "::ffff:10.0.0.1",
+            "::10.0.0.1",
+            "2001:0:4136:e378::1",
+        ] {
+            assert!(refused(carried.parse().unwrap()), "{carried}");
+        }
+        // Just outside the ranges: public.
+        for public in [
+            "100.128.0.1",
+            "198.20.0.1",
+            "192.0.3.1",
+            "192.31.196.1",
+            "2002:5db8:d822::1",
+            "64:ff9b::5db8:d822",
+            "2001:4860:4860::8888",
+        ] {
+            assert!(!refused(public.parse().unwrap()), "{public} is public");
         }
     }
 
