@@ -38,6 +38,9 @@ impl Mode {
     }
 }
 
+/// The default read patterns for secret files, matched whatever the case of the path.
+const SECRET_PATTERNS: &[&str] = &["*.env", "*.env.*", "*.env.example"];
+
 /// Permission keys that `plan` mode denies.
 const WRITING_KEYS: &[&str] = &["edit", "bash", "webfetch"];
 
@@ -53,9 +56,9 @@ pub fn default_rules() -> BTreeMap<String, PermissionRule> {
             "read",
             map(&[
                 ("*", Allow),
-                ("*.env", Ask),
-                ("*.env.*", Ask),
-                ("*.env.example", Allow),
+                (SECRET_PATTERNS[0], Ask),
+                (SECRET_PATTERNS[1], Ask),
+                (SECRET_PATTERNS[2], Allow),
             ]),
         ),
         ("edit", one(Ask)),
@@ -114,7 +117,12 @@ fn winning_rule<'r>(
         Some(PermissionRule::Action(a)) => (None, *a),
         Some(PermissionRule::Patterns(map)) => map
             .iter()
-            .filter(|(p, _)| wildcard::matches(p, pattern))
+            .filter(|(p, _)| {
+                wildcard::matches(p, pattern)
+                    // `.ENV` and `.Env.local` are secrets as much as `.env`.
+                    || SECRET_PATTERNS.contains(&p.as_str())
+                        && wildcard::matches(p, &pattern.to_lowercase())
+            })
             .max_by(|(pa, aa), (pb, ab)| {
                 // A pattern of wildcards alone (`*`) is the catch-all and ranks last;
                 // otherwise fewer wildcards, then more literal text, is more specific.
@@ -214,6 +222,22 @@ mod tests {
             ..Default::default()
         };
         Policy::new(&config)
+    }
+
+    #[test]
+    fn the_default_secret_patterns_ignore_case() {
+        let p = policy("", "build");
+        for path in [
+            ".env",
+            "prod.ENV",
+            "x.ENV.local",
+            "a/.Env.local",
+            "b/.env.production",
+        ] {
+            assert_eq!(p.decide("read", path), Ask, "{path}");
+        }
+        assert_eq!(p.decide("read", "x.ENV.example"), Allow);
+        assert_eq!(p.decide("read", "src/environment.rs"), Allow);
     }
 
     #[test]

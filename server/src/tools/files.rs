@@ -157,11 +157,21 @@ pub fn write_bytes(ctx: &ToolContext, r: &Resolved, bytes: &[u8]) -> Result<(), 
             if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
                 dir.create_dir_all(parent).map_err(fail)?;
             }
+            let existing = dir.symlink_metadata(&rel).ok();
             // Opening a FIFO for writing waits for a reader forever.
-            if let Ok(md) = dir.metadata(&rel)
-                && !md.is_file()
-            {
+            if existing.as_ref().is_some_and(|md| !md.is_file()) {
                 return Err(fail(std::io::Error::other("not a regular file")));
+            }
+            // A file with more than one link shares its content with another path, perhaps
+            // outside the workspace: it is replaced (a new file beside it, renamed over it),
+            // never written into.
+            if let Some(md) = existing.filter(|md| cap_std::fs::MetadataExt::nlink(md) > 1) {
+                let name = rel.file_name().unwrap_or_default().to_string_lossy();
+                let fresh = rel.with_file_name(format!(".{name}.agent-lsp-{}", std::process::id()));
+                dir.write(&fresh, bytes).map_err(fail)?;
+                dir.set_permissions(&fresh, md.permissions())
+                    .map_err(fail)?;
+                return dir.rename(&fresh, &dir, &rel).map_err(fail);
             }
             dir.write(&rel, bytes).map_err(fail)
         }
