@@ -193,12 +193,13 @@ impl Snapshots {
             Ok(self.repo.find_tree(trees[id])?)
         };
         let mut wanted: BTreeMap<PathBuf, State> = BTreeMap::new();
+        let mut now_states = BTreeMap::new();
         for (p, (first, last)) in &listed {
             let now = self.state_now(p)?;
             if let Some(to) = patches[*last].to.as_deref() {
-                let left = self.state_in(&tree(to)?, p)?;
-                // A folder the user filled since is no conflict: it is only removed if empty.
-                if now != left && !(now == State::Dir && left == State::Dir) {
+                // (A folder the user filled since is no conflict: both states are `Dir`, and
+                // a folder is only removed when empty.)
+                if now != self.state_in(&tree(to)?, p)? {
                     plan.conflicts.push(Unrestored {
                         path: p.to_string_lossy().into_owned(),
                         reason: "changed since the agent's turn; left as it is".into(),
@@ -208,15 +209,20 @@ impl Snapshots {
             }
             let target = self.state_in(&tree(&patches[*first].from)?, p)?;
             wanted.insert(p.clone(), target);
+            now_states.insert(p.clone(), now);
         }
-        plan.targets = self.differing(wanted)?;
+        plan.targets = self.differing(wanted, now_states)?;
         Ok(plan)
     }
 
     /// The targets among `wanted` that differ from the disk, with every folder above a
     /// present target wanted as a folder (a path may come from a later snapshot than its
-    /// folder did).
-    fn differing(&self, mut wanted: BTreeMap<PathBuf, State>) -> Result<Vec<FileTarget>> {
+    /// folder did). `now` holds states already read from the disk, so none is read twice.
+    fn differing(
+        &self,
+        mut wanted: BTreeMap<PathBuf, State>,
+        mut now: BTreeMap<PathBuf, State>,
+    ) -> Result<Vec<FileTarget>> {
         let present: Vec<PathBuf> = wanted
             .iter()
             .filter(|(_, s)| **s != State::Absent)
@@ -232,7 +238,11 @@ impl Snapshots {
         }
         let mut out = Vec::new();
         for (path, state) in wanted {
-            if self.state_now(&path)? != state {
+            let current = match now.remove(&path) {
+                Some(known) => known,
+                None => self.state_now(&path)?,
+            };
+            if current != state {
                 out.push(FileTarget { path, state });
             }
         }
@@ -249,7 +259,7 @@ impl Snapshots {
             let state = self.state_in(&tree, &p)?;
             wanted.insert(p, state);
         }
-        self.differing(wanted)
+        self.differing(wanted, BTreeMap::new())
     }
 
     /// Carries out `targets`: removals deepest first (a folder only when empty), then
